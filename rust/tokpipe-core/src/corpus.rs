@@ -1,0 +1,1 @@
+//! Streaming readers for training input. PLACEHOLDER: being written.

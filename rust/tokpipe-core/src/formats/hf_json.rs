@@ -1,0 +1,1 @@
+//! HF `tokenizer.json`. PLACEHOLDER: being written.

@@ -1,0 +1,42 @@
+//! Readers and writers for the tokenizer files people already have.
+//!
+//! | format | read | write |
+//! | --- | --- | --- |
+//! | HF `tokenizer.json` (byte-level BPE) | [`hf_json::load`] | [`hf_json::save`] |
+//! | tiktoken `.tiktoken` (plain or gzip) | [`tiktoken::load`] | [`tiktoken::save`] |
+//! | GPT-2 `encoder.json` + `vocab.bpe` | [`gpt2::load`] | |
+
+pub mod gpt2;
+pub mod hf_json;
+pub mod tiktoken;
+
+use crate::error::{Error, Result};
+use std::io::Read;
+use std::path::Path;
+
+/// Reads a whole (small) file, gunzipping it when it starts with the gzip magic bytes, so
+/// `cl100k_base.tiktoken` and `cl100k_base.tiktoken.gz` load alike.
+pub(crate) fn read_maybe_gzip(path: &Path) -> Result<Vec<u8>> {
+    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::with_capacity(raw.len() * 3);
+        flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .read_to_end(&mut out)
+            .map_err(|e| Error::format(path.display(), format!("corrupt gzip data: {e}")))?;
+        Ok(out)
+    } else {
+        Ok(raw)
+    }
+}
+
+/// Writes a file through a temporary sibling and a rename, so a crash never leaves half a
+/// tokenizer where a whole one is expected.
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp-{}",
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, data).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}

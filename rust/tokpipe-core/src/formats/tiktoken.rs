@@ -1,0 +1,51 @@
+//! tiktoken's `.tiktoken` format: one `base64(token bytes) rank` line per token. Special
+//! tokens are not in the file; callers pass them in.
+
+use super::{read_maybe_gzip, write_atomic};
+use crate::error::{Error, Result};
+use crate::models::bpe::BpeModel;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use std::path::Path;
+
+/// Reads the `(bytes, rank)` pairs of a `.tiktoken` or `.tiktoken.gz` file.
+pub fn read_ranks(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
+    let data = read_maybe_gzip(path)?;
+    let shown = path.display();
+    let text = std::str::from_utf8(&data).map_err(|e| Error::format(&shown, format!("not a text file ({e})")))?;
+    let mut ranks = Vec::with_capacity(text.len() / 12);
+    for (n, line) in text.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |what: &str| Error::format(&shown, format!("line {}: {what}: {:?}", n + 1, truncate(line)));
+        let (token, rank) = line.split_once(' ').ok_or_else(|| bad("expected `base64 rank`"))?;
+        let bytes = STANDARD.decode(token).map_err(|_| bad("invalid base64"))?;
+        let rank: u32 = rank.trim().parse().map_err(|_| bad("invalid rank"))?;
+        ranks.push((bytes, rank));
+    }
+    if ranks.is_empty() {
+        return Err(Error::format(&shown, "no tokens in file"));
+    }
+    Ok(ranks)
+}
+
+pub fn load(path: &Path) -> Result<BpeModel> {
+    BpeModel::from_ranks(read_ranks(path)?, &path.display().to_string())
+}
+
+/// Writes the ordinary tokens of `model` with their ids as ranks.
+pub fn save(model: &BpeModel, path: &Path) -> Result<()> {
+    let mut out = String::with_capacity(model.len() * 16);
+    for (id, bytes) in model.tokens() {
+        out.push_str(&STANDARD.encode(bytes));
+        out.push(' ');
+        out.push_str(&id.to_string());
+        out.push('\n');
+    }
+    write_atomic(path, out.as_bytes())
+}
+
+pub(crate) fn truncate(line: &str) -> String {
+    line.chars().take(60).collect()
+}

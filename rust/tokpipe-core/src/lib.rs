@@ -1,0 +1,23 @@
+//! tokpipe-core: the pure-Rust half of tokpipe (no Python here; `tokpipe-py` binds it).
+//!
+//! Crate map, following the order text flows through a tokenizer:
+//! - [`pre_tokenizers`]: splits text into pieces (regex presets gpt2 / cl100k / o200k with
+//!   hand-written scanners, or any custom pattern through fancy-regex).
+//! - [`models::bpe`]: byte-level BPE: the encoder ([`models::bpe::BpeModel`]), the trainer
+//!   ([`models::bpe::BpeTrainer`]) and how a model is laid out on disk.
+//! - [`tokenizer`]: [`Tokenizer`] ties a pre-tokenizer, a model and special tokens together and
+//!   is what callers encode and decode with.
+//! - [`formats`]: readers and writers for the files people already have: HF `tokenizer.json`,
+//!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`.
+//! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
+//! - [`error`]: the one error enum of the crate.
+
+pub mod corpus;
+pub mod error;
+pub mod formats;
+pub mod models;
+pub mod pre_tokenizers;
+pub mod tokenizer;
+
+pub use error::{Error, Result};
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,359 @@
+//! The byte-level BPE encoder.
+//!
+//! A model is a vocabulary (token id -> bytes) plus a merge table: for a pair of adjacent
+//! tokens `(left, right)` the table gives the merge's priority and the id of the token it makes.
+//! Encoding a piece starts from its bytes and repeatedly applies the lowest-priority merge
+//! among adjacent pairs, the leftmost on ties.
+//!
+//! Two published rule sets are expressed as two ways of filling that one table:
+//! - merges files (GPT-2 `vocab.bpe`, HF `tokenizer.json`): one entry per listed merge, the
+//!   priority is the merge's line number ([`MergeRule::Listed`]);
+//! - tiktoken ranks: tiktoken merges *any* adjacent pair whose concatenation is a token, with
+//!   the token's rank as priority, and returns a piece that is itself a token as that token
+//!   without merging ([`MergeRule::Ranks`]). Listing every split of every token reproduces
+//!   that exactly with the same pair-driven loop.
+//!
+//! A piece that is itself a token is looked up directly when that gives the same answer as
+//! merging ("atomic" tokens). Under tiktoken ranks every token is atomic by definition; under
+//! listed merges we check each token once at load time. Most pieces of real text are whole
+//! tokens, so this lookup is the common path.
+
+use crate::error::{Error, Result};
+use rustc_hash::FxHashMap;
+use std::collections::BinaryHeap;
+
+/// How the merge table was defined; decides the whole-piece shortcut and how we save.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeRule {
+    /// An ordered list of merges (GPT-2, HF tokenizer.json, our trainer).
+    Listed,
+    /// tiktoken's rank semantics (any split, priority = rank of the result, pieces that are
+    /// tokens are returned whole).
+    Ranks,
+}
+
+/// Pieces up to this many bytes use the simple quadratic loop (fast for short pieces); longer
+/// ones use the heap, which keeps 1 MB pieces at O(n log n).
+const SHORT_PIECE: usize = 96;
+
+#[derive(Clone, Debug)]
+pub struct BpeModel {
+    /// id -> token bytes; `None` for ids that are not ordinary tokens (holes, special tokens).
+    tokens: Vec<Option<Box<[u8]>>>,
+    token_to_id: FxHashMap<Box<[u8]>, u32>,
+    byte_ids: [u32; 256],
+    /// (left, right) -> (priority, merged id), keyed as `left << 32 | right`.
+    merges: FxHashMap<u64, (u32, u32)>,
+    /// Listed merges in priority order (only kept for `MergeRule::Listed`, for saving).
+    merge_list: Vec<(u32, u32)>,
+    /// Whether looking a whole piece up gives the same ids as merging it.
+    atomic: Vec<bool>,
+    rule: MergeRule,
+    /// A piece that is a token is returned whole (tiktoken; HF `ignore_merges`).
+    ignore_merges: bool,
+}
+
+#[inline]
+fn pair_key(left: u32, right: u32) -> u64 {
+    ((left as u64) << 32) | right as u64
+}
+
+impl BpeModel {
+    /// Builds a model from tiktoken ranks: `(token bytes, rank)`; the rank is the token id.
+    pub fn from_ranks(ranks: Vec<(Vec<u8>, u32)>, source: &str) -> Result<Self> {
+        let (tokens, token_to_id, byte_ids) = Self::index_vocab(ranks, source)?;
+        let mut merges = FxHashMap::default();
+        for (id, tok) in tokens.iter().enumerate() {
+            let Some(tok) = tok else { continue };
+            for split in 1..tok.len() {
+                if let (Some(&l), Some(&r)) = (token_to_id.get(&tok[..split]), token_to_id.get(&tok[split..])) {
+                    merges.insert(pair_key(l, r), (id as u32, id as u32));
+                }
+            }
+        }
+        let atomic = vec![true; tokens.len()];
+        Ok(BpeModel { tokens, token_to_id, byte_ids, merges, merge_list: Vec::new(), atomic, rule: MergeRule::Ranks, ignore_merges: true })
+    }
+
+    /// Builds a model from a vocabulary and an ordered merge list of `(left, right)` token ids.
+    /// Every merge's concatenation must be in the vocabulary. A repeated pair keeps its later
+    /// priority, as HF `tokenizers` does. `ignore_merges` is HF's flag of that name: a piece
+    /// that is itself a token is returned whole, as tiktoken does.
+    pub fn from_merges(vocab: Vec<(Vec<u8>, u32)>, merge_list: Vec<(u32, u32)>, ignore_merges: bool, source: &str) -> Result<Self> {
+        let (tokens, token_to_id, byte_ids) = Self::index_vocab(vocab, source)?;
+        let mut merges = FxHashMap::default();
+        for (prio, &(l, r)) in merge_list.iter().enumerate() {
+            let get = |id: u32| tokens.get(id as usize).and_then(|t| t.as_deref());
+            let (Some(lb), Some(rb)) = (get(l), get(r)) else {
+                return Err(Error::format(source, format!("merge #{prio} refers to unknown token id {l} or {r}")));
+            };
+            let joined = [lb, rb].concat();
+            let Some(&new_id) = token_to_id.get(joined.as_slice()) else {
+                return Err(Error::format(
+                    source,
+                    format!("merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary", String::from_utf8_lossy(lb), String::from_utf8_lossy(rb)),
+                ));
+            };
+            merges.insert(pair_key(l, r), (prio as u32, new_id));
+        }
+        let mut model = BpeModel {
+            atomic: vec![false; tokens.len()],
+            tokens,
+            token_to_id,
+            byte_ids,
+            merges,
+            merge_list,
+            rule: MergeRule::Listed,
+            ignore_merges,
+        };
+        if ignore_merges {
+            model.atomic = model.tokens.iter().map(Option::is_some).collect();
+            return Ok(model);
+        }
+        // A token is atomic when merging its own bytes gives back exactly that token.
+        let atomic: Vec<bool> = {
+            use rayon::prelude::*;
+            let model_ref = &model;
+            (0..model.tokens.len())
+                .into_par_iter()
+                .map(|id| match &model_ref.tokens[id] {
+                    Some(bytes) => {
+                        let mut out = Vec::with_capacity(4);
+                        model_ref.merge_piece(bytes, &mut out);
+                        out.len() == 1 && out[0] == id as u32
+                    }
+                    None => false,
+                })
+                .collect()
+        };
+        model.atomic = atomic;
+        Ok(model)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn index_vocab(
+        vocab: Vec<(Vec<u8>, u32)>,
+        source: &str,
+    ) -> Result<(Vec<Option<Box<[u8]>>>, FxHashMap<Box<[u8]>, u32>, [u32; 256])> {
+        if vocab.is_empty() {
+            return Err(Error::format(source, "the vocabulary is empty"));
+        }
+        let max_id = vocab.iter().map(|(_, id)| *id).max().unwrap_or(0) as usize;
+        if max_id >= (1usize << 31) {
+            return Err(Error::format(source, format!("token id {max_id} is too large")));
+        }
+        let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; max_id + 1];
+        let mut token_to_id = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+        for (bytes, id) in vocab {
+            let bytes: Box<[u8]> = bytes.into_boxed_slice();
+            if let Some(prev) = token_to_id.insert(bytes.clone(), id) {
+                return Err(Error::format(source, format!("token {:?} appears twice (ids {prev} and {id})", String::from_utf8_lossy(&bytes))));
+            }
+            if tokens[id as usize].is_some() {
+                return Err(Error::format(source, format!("id {id} is given to two tokens")));
+            }
+            tokens[id as usize] = Some(bytes);
+        }
+        let mut byte_ids = [0u32; 256];
+        for b in 0..=255u8 {
+            match token_to_id.get(&[b][..]) {
+                Some(&id) => byte_ids[b as usize] = id,
+                None => {
+                    return Err(Error::format(source, format!("byte-level BPE needs all 256 single bytes; byte 0x{b:02x} is missing")))
+                }
+            }
+        }
+        Ok((tokens, token_to_id, byte_ids))
+    }
+
+    pub fn rule(&self) -> MergeRule {
+        self.rule
+    }
+
+    /// Whether a piece that is itself a token is returned whole without merging.
+    pub fn ignore_merges(&self) -> bool {
+        self.ignore_merges
+    }
+
+    /// One past the largest ordinary token id.
+    pub fn id_bound(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Number of ordinary tokens.
+    pub fn len(&self) -> usize {
+        self.token_to_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.token_to_id.is_empty()
+    }
+
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.tokens.get(id as usize).and_then(|t| t.as_deref())
+    }
+
+    pub fn token_id(&self, bytes: &[u8]) -> Option<u32> {
+        self.token_to_id.get(bytes).copied()
+    }
+
+    /// `(id, bytes)` of every ordinary token in id order.
+    pub fn tokens(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        self.tokens.iter().enumerate().filter_map(|(id, t)| t.as_deref().map(|t| (id as u32, t)))
+    }
+
+    /// The merges to write into a merges file, in priority order. For a model loaded from
+    /// tiktoken ranks these are all splits of every token, ordered by the resulting rank.
+    pub fn merge_list(&self) -> Vec<(u32, u32)> {
+        match self.rule {
+            MergeRule::Listed => self.merge_list.clone(),
+            MergeRule::Ranks => {
+                let mut all: Vec<(u32, u32, u32)> =
+                    self.merges.iter().map(|(&k, &(prio, _))| (prio, (k >> 32) as u32, k as u32)).collect();
+                all.sort_unstable();
+                all.into_iter().map(|(_, l, r)| (l, r)).collect()
+            }
+        }
+    }
+
+    /// Appends the ids of one piece to `out`.
+    #[inline]
+    pub fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
+        if piece.len() == 1 {
+            out.push(self.byte_ids[piece[0] as usize]);
+            return;
+        }
+        if let Some(&id) = self.token_to_id.get(piece) {
+            if self.atomic[id as usize] {
+                out.push(id);
+                return;
+            }
+        }
+        self.merge_piece(piece, out);
+    }
+
+    #[inline]
+    fn merge_of(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        self.merges.get(&pair_key(left, right)).copied()
+    }
+
+    /// Runs the merge loop over `piece`'s bytes (no whole-piece lookup).
+    fn merge_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
+        if piece.len() <= SHORT_PIECE {
+            self.merge_short(piece, out)
+        } else {
+            self.merge_long(piece, out)
+        }
+    }
+
+    /// Quadratic in the piece length but with tiny constants: a flat vector of symbols and
+    /// the priority of the pair starting at each one.
+    fn merge_short(&self, piece: &[u8], out: &mut Vec<u32>) {
+        const NONE: (u32, u32) = (u32::MAX, u32::MAX);
+        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
+        let mut pairs: Vec<(u32, u32)> =
+            syms.windows(2).map(|w| self.merge_of(w[0], w[1]).unwrap_or(NONE)).collect();
+        loop {
+            let mut best = NONE.0;
+            let mut at = usize::MAX;
+            for (i, &(prio, _)) in pairs.iter().enumerate() {
+                if prio < best {
+                    best = prio;
+                    at = i;
+                }
+            }
+            if at == usize::MAX {
+                break;
+            }
+            syms[at] = pairs[at].1;
+            syms.remove(at + 1);
+            pairs.remove(at);
+            if at + 1 < syms.len() {
+                pairs[at] = self.merge_of(syms[at], syms[at + 1]).unwrap_or(NONE);
+            }
+            if at > 0 {
+                pairs[at - 1] = self.merge_of(syms[at - 1], syms[at]).unwrap_or(NONE);
+            }
+        }
+        out.extend_from_slice(&syms);
+    }
+
+    /// O(n log n): symbols in a doubly linked list over the byte positions, candidate merges
+    /// in a min-heap keyed by (priority, position); stale heap entries are skipped on pop.
+    fn merge_long(&self, piece: &[u8], out: &mut Vec<u32>) {
+        let n = piece.len();
+        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut alive = vec![true; n];
+        // Max-heap of Reverse((priority, left position, merged id, right symbol id at push)).
+        let mut heap: BinaryHeap<std::cmp::Reverse<(u32, usize, u32, u32, u32)>> = BinaryHeap::new();
+        for i in 0..n - 1 {
+            if let Some((prio, id)) = self.merge_of(syms[i], syms[i + 1]) {
+                heap.push(std::cmp::Reverse((prio, i, id, syms[i], syms[i + 1])));
+            }
+        }
+        while let Some(std::cmp::Reverse((prio, i, id, left, right))) = heap.pop() {
+            let j = next[i];
+            // Stale: the left symbol was merged away or changed, or its right neighbour did.
+            if !alive[i] || j >= n || syms[i] != left || syms[j] != right {
+                continue;
+            }
+            syms[i] = id;
+            alive[j] = false;
+            let k = next[j];
+            next[i] = k;
+            if k < n {
+                prev[k] = i;
+                if let Some((p, nid)) = self.merge_of(id, syms[k]) {
+                    heap.push(std::cmp::Reverse((p, i, nid, id, syms[k])));
+                }
+            }
+            let h = prev[i];
+            if h < n {
+                if let Some((p, nid)) = self.merge_of(syms[h], id) {
+                    heap.push(std::cmp::Reverse((p, h, nid, syms[h], id)));
+                }
+            }
+            let _ = prio;
+        }
+        let mut i = 0;
+        while i < n {
+            out.push(syms[i]);
+            i = next[i];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_vocab() -> Vec<(Vec<u8>, u32)> {
+        (0..=255u8).map(|b| (vec![b], b as u32)).collect()
+    }
+
+    #[test]
+    fn long_and_short_merge_loops_agree() {
+        // "ab" < "bc" < "abc" < "aa" so the outcome depends on priority and position.
+        let mut vocab = bytes_vocab();
+        for (i, t) in ["ab", "bc", "abc", "aa", "aaaa"].iter().enumerate() {
+            vocab.push((t.as_bytes().to_vec(), 256 + i as u32));
+        }
+        let model = BpeModel::from_ranks(vocab, "test").unwrap();
+        let text: Vec<u8> = b"abcaabcaaaabbcaaaaaaaaabc".repeat(20);
+        for len in 2..text.len() {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            model.merge_short(&text[..len], &mut a);
+            model.merge_long(&text[..len], &mut b);
+            assert_eq!(a, b, "length {len}");
+        }
+    }
+
+    #[test]
+    fn missing_byte_is_a_format_error() {
+        let vocab: Vec<(Vec<u8>, u32)> = (0..255u8).map(|b| (vec![b], b as u32)).collect();
+        let err = BpeModel::from_ranks(vocab, "x.tiktoken").unwrap_err();
+        assert!(err.to_string().contains("0xff"), "{err}");
+    }
+}
