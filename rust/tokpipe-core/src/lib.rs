@@ -1,6 +1,7 @@
 //! tokpipe-core: the pure-Rust half of tokpipe (no Python here; `tokpipe-py` binds it).
 //!
 //! Crate map, following the order text flows through a tokenizer:
+//! - [`normalizers`]: Unicode normal forms applied first (HF `normalizer`).
 //! - [`pre_tokenizers`]: splits text into pieces (regex presets gpt2 / cl100k / o200k with
 //!   hand-written scanners, or any custom pattern through fancy-regex).
 //! - [`models::bpe`]: byte-level BPE: the encoder ([`models::bpe::BpeModel`]), the trainer
@@ -16,6 +17,7 @@ pub mod corpus;
 pub mod error;
 pub mod formats;
 pub mod models;
+pub mod normalizers;
 pub mod pre_tokenizers;
 pub mod tokenizer;
 

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
+use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
@@ -27,56 +28,98 @@ impl AllowedSpecial {
     }
 }
 
+/// A token matched as a whole string in the text before pre-tokenization.
+///
+/// `special` tokens (`<|endoftext|>`) are matched only where the caller allows them. Tokens
+/// that are not special come from HF's `added_tokens` (GPT-NeoX's runs of spaces, say); HF
+/// always matches those, so we do too, or ids would differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddedToken {
+    pub content: String,
+    pub id: u32,
+    pub special: bool,
+}
+
+impl AddedToken {
+    pub fn special(content: impl Into<String>, id: u32) -> Self {
+        AddedToken { content: content.into(), id, special: true }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
+    normalizer: Option<Normalizer>,
     pre: PreTokenizer,
     model: BpeModel,
-    /// Special tokens in id order.
-    specials: Vec<(String, u32)>,
-    special_ids: FxHashMap<String, u32>,
-    special_by_id: FxHashMap<u32, usize>,
-    /// Finds special tokens in text; leftmost-longest so `<|a|>` never hides `<|a|>b|>`.
-    special_matcher: Option<AhoCorasick>,
+    /// Added and special tokens in id order.
+    added: Vec<AddedToken>,
+    added_ids: FxHashMap<String, u32>,
+    added_by_id: FxHashMap<u32, usize>,
+    /// Finds added tokens in text; leftmost-longest (as HF) so `<|a|>` never hides `<|a|>b|>`.
+    added_matcher: Option<AhoCorasick>,
+    /// Whether any added token is matched whatever the caller allows.
+    has_plain_added: bool,
     /// HF ByteLevel's `add_prefix_space`: a space is put before text that does not start with one.
     add_prefix_space: bool,
 }
 
 impl Tokenizer {
-    pub fn new(pre: PreTokenizer, model: BpeModel, specials: Vec<(String, u32)>) -> Result<Self> {
-        let mut specials = specials;
-        specials.sort_by_key(|(_, id)| *id);
-        let mut special_ids = FxHashMap::default();
-        let mut special_by_id = FxHashMap::default();
-        for (i, (tok, id)) in specials.iter().enumerate() {
+    pub fn new(pre: PreTokenizer, model: BpeModel, added: Vec<AddedToken>) -> Result<Self> {
+        let mut added = added;
+        added.sort_by_key(|t| t.id);
+        let mut added_ids = FxHashMap::default();
+        let mut added_by_id = FxHashMap::default();
+        for (i, t) in added.iter().enumerate() {
+            let (tok, id) = (&t.content, t.id);
             if tok.is_empty() {
                 return Err(Error::InvalidArgument("a special token cannot be empty".into()));
             }
-            if model.token_bytes(*id).is_some() {
+            if model.token_bytes(id).is_some() {
                 return Err(Error::InvalidArgument(format!("special token {tok:?} has id {id}, which an ordinary token already has")));
             }
-            if special_ids.insert(tok.clone(), *id).is_some() {
+            if added_ids.insert(tok.clone(), id).is_some() {
                 return Err(Error::InvalidArgument(format!("special token {tok:?} is given twice")));
             }
-            if special_by_id.insert(*id, i).is_some() {
+            if added_by_id.insert(id, i).is_some() {
                 return Err(Error::InvalidArgument(format!("two special tokens share id {id}")));
             }
         }
-        let special_matcher = if specials.is_empty() {
+        let added_matcher = if added.is_empty() {
             None
         } else {
             Some(
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
-                    .build(specials.iter().map(|(t, _)| t.as_str()))
+                    .build(added.iter().map(|t| t.content.as_str()))
                     .map_err(|e| Error::InvalidArgument(format!("special tokens: {e}")))?,
             )
         };
-        Ok(Tokenizer { pre, model, specials, special_ids, special_by_id, special_matcher, add_prefix_space: false })
+        let has_plain_added = added.iter().any(|t| !t.special);
+        Ok(Tokenizer {
+            normalizer: None,
+            pre,
+            model,
+            added,
+            added_ids,
+            added_by_id,
+            added_matcher,
+            has_plain_added,
+            add_prefix_space: false,
+        })
     }
 
     pub fn with_add_prefix_space(mut self, on: bool) -> Self {
         self.add_prefix_space = on;
         self
+    }
+
+    pub fn with_normalizer(mut self, normalizer: Option<Normalizer>) -> Self {
+        self.normalizer = normalizer;
+        self
+    }
+
+    pub fn normalizer(&self) -> Option<Normalizer> {
+        self.normalizer
     }
 
     pub fn add_prefix_space(&self) -> bool {
@@ -91,33 +134,33 @@ impl Tokenizer {
         &self.model
     }
 
-    pub fn special_tokens(&self) -> &[(String, u32)] {
-        &self.specials
+    /// Added and special tokens in id order.
+    pub fn added_tokens(&self) -> &[AddedToken] {
+        &self.added
     }
 
     /// One past the largest id, ordinary or special (tiktoken's `n_vocab`).
     pub fn vocab_size(&self) -> usize {
-        let max_special = self.specials.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
-        self.model.id_bound().max(max_special)
+        let max_added = self.added.iter().map(|t| t.id as usize + 1).max().unwrap_or(0);
+        self.model.id_bound().max(max_added)
     }
 
-    /// Bytes of a token, ordinary or special.
+    /// Bytes of a token, ordinary or added.
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
-        self.model
-            .token_bytes(id)
-            .or_else(|| self.special_by_id.get(&id).map(|&i| self.specials[i].0.as_bytes()))
+        self.model.token_bytes(id).or_else(|| self.added_by_id.get(&id).map(|&i| self.added[i].content.as_bytes()))
     }
 
-    /// Id of a token given its bytes, ordinary or special.
+    /// Id of a token given its bytes, ordinary or added.
     pub fn token_id(&self, bytes: &[u8]) -> Option<u32> {
         std::str::from_utf8(bytes)
             .ok()
-            .and_then(|s| self.special_ids.get(s).copied())
+            .and_then(|s| self.added_ids.get(s).copied())
             .or_else(|| self.model.token_id(bytes))
     }
 
-    pub fn is_special(&self, id: u32) -> bool {
-        self.special_by_id.contains_key(&id)
+    /// Whether `id` is an added or special token rather than a BPE token.
+    pub fn is_added(&self, id: u32) -> bool {
+        self.added_by_id.contains_key(&id)
     }
 
     /// Encodes text; special tokens are recognised only where `allowed` says so.
@@ -128,24 +171,26 @@ impl Tokenizer {
     }
 
     pub fn encode_into(&self, text: &str, allowed: &AllowedSpecial, out: &mut Vec<u32>) -> Result<()> {
-        let prefixed;
-        let text = if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
-            prefixed = format!(" {text}");
-            prefixed.as_str()
-        } else {
-            text
+        let normalized;
+        let text = match self.normalizer {
+            Some(n) => {
+                normalized = n.normalize(text);
+                normalized.as_ref()
+            }
+            None => text,
         };
-        let matcher = match (&self.special_matcher, allowed) {
+        let matcher = match (&self.added_matcher, allowed) {
             (Some(m), AllowedSpecial::All | AllowedSpecial::Some(_)) => m,
+            (Some(m), AllowedSpecial::None) if self.has_plain_added => m,
             _ => return self.encode_ordinary(text, out),
         };
         let mut start = 0; // start of the ordinary text not yet encoded
-        let mut search = 0; // where the next search for a special token begins
+        let mut search = 0; // where the next search for an added token begins
         while let Some(m) = matcher.find(aho_corasick::Input::new(text).span(search..text.len())) {
-            let (tok, id) = &self.specials[m.pattern().as_usize()];
-            if allowed.allows(tok) {
+            let tok = &self.added[m.pattern().as_usize()];
+            if !tok.special || allowed.allows(&tok.content) {
                 self.encode_ordinary(&text[start..m.start()], out)?;
-                out.push(*id);
+                out.push(tok.id);
                 start = m.end();
                 search = m.end();
             } else {
@@ -157,7 +202,13 @@ impl Tokenizer {
         self.encode_ordinary(&text[start..], out)
     }
 
+    /// Encodes text that holds no added token to match.
     fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        // HF puts the prefix space before each stretch of text between added tokens.
+        if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
+            let prefixed = format!(" {text}");
+            return self.pre.split(&prefixed, |piece| self.model.encode_piece(piece.as_bytes(), out));
+        }
         self.pre.split(text, |piece| self.model.encode_piece(piece.as_bytes(), out))
     }
 

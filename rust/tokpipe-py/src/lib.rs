@@ -1,4 +1,17 @@
-//! PLACEHOLDER
+//! `tokpipe._core`: the thin PyO3 binding of `tokpipe-core`.
+//!
+//! This crate only converts types, releases the GIL around Rust work, and maps errors
+//! (`errors.rs`); every algorithm lives in the core so it can be tested and benchmarked from
+//! Rust. The typed, documented Python API is `python/tokpipe`, which wraps these classes.
+
+mod errors;
+mod tokenizer;
+
 use pyo3::prelude::*;
+
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> { Ok(()) }
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<tokenizer::PyTokenizer>()?;
+    Ok(())
+}

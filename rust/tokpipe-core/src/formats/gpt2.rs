@@ -5,12 +5,13 @@ use super::read_maybe_gzip;
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::pre_tokenizers::byte_level;
+use crate::tokenizer::AddedToken;
 use std::collections::HashMap;
 use std::path::Path;
 
 /// Loads the model; entries of `encoder.json` named in `special_tokens` (GPT-2's
 /// `<|endoftext|>`) are returned apart as special tokens.
-pub fn load(encoder_json: &Path, vocab_bpe: &Path, special_tokens: &[String]) -> Result<(BpeModel, Vec<(String, u32)>)> {
+pub fn load(encoder_json: &Path, vocab_bpe: &Path, special_tokens: &[String]) -> Result<(BpeModel, Vec<AddedToken>)> {
     let enc_name = encoder_json.display().to_string();
     let raw = read_maybe_gzip(encoder_json)?;
     let encoder: HashMap<String, u32> =
@@ -21,7 +22,7 @@ pub fn load(encoder_json: &Path, vocab_bpe: &Path, special_tokens: &[String]) ->
     for (token, &id) in &encoder {
         ids.insert(token, id);
         if special_tokens.iter().any(|s| s == token) {
-            specials.push((token.clone(), id));
+            specials.push(AddedToken::special(token.clone(), id));
             continue;
         }
         let bytes = byte_level::decode(token)

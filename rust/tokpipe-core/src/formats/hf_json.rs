@@ -1,1 +1,231 @@
-//! HF `tokenizer.json`. PLACEHOLDER: being written.
+//! HF `tokenizer.json` for byte-level BPE.
+//!
+//! Read: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs, `ignore_merges`),
+//! normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel` (GPT-2 regex) or
+//! `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`. Anything else
+//! is refused with a message naming the field, rather than loaded into a tokenizer that would
+//! quietly give other ids than HF does.
+//!
+//! Written: the same shapes, so `tokenizers.Tokenizer.from_file` loads our output and gives
+//! our ids.
+
+use super::write_atomic;
+use crate::error::{Error, Result};
+use crate::models::bpe::{BpeModel, MergeRule};
+use crate::normalizers::Normalizer;
+use crate::pre_tokenizers::{byte_level, PreTokenizer, Preset};
+use crate::tokenizer::{AddedToken, Tokenizer};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::Path;
+
+pub fn load(path: &Path) -> Result<Tokenizer> {
+    let raw = super::read_maybe_gzip(path)?;
+    from_slice(&raw, &path.display().to_string())
+}
+
+pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
+    let root: Value = serde_json::from_slice(json).map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
+    let bad = |msg: String| Error::format(source, msg);
+
+    let model = root.get("model").filter(|m| m.is_object()).ok_or_else(|| bad("no `model` object".into()))?;
+    let model_type = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
+    if model_type != "BPE" {
+        return Err(bad(format!("model type {model_type:?} is not supported yet (only byte-level BPE)")));
+    }
+    for field in ["continuing_subword_prefix", "end_of_word_suffix", "unk_token"] {
+        if model.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(bad(format!("model.{field} is set; byte-level BPE with it is not supported")));
+        }
+    }
+    if model.get("byte_fallback").and_then(Value::as_bool) == Some(true) {
+        return Err(bad("model.byte_fallback is not supported (it is for non-byte-level BPE)".into()));
+    }
+    if model.get("dropout").and_then(Value::as_f64).is_some_and(|d| d > 0.0) {
+        return Err(bad("model.dropout > 0 is not supported (encoding would be random)".into()));
+    }
+    let ignore_merges = model.get("ignore_merges").and_then(Value::as_bool).unwrap_or(false);
+
+    // Added tokens: matched as whole strings; their vocab entries are not byte-level text.
+    let mut added = Vec::new();
+    for (i, t) in root.get("added_tokens").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let content = t.get("content").and_then(Value::as_str).ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
+        let id = t.get("id").and_then(Value::as_u64).ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
+        for flag in ["lstrip", "rstrip", "single_word"] {
+            if t.get(flag).and_then(Value::as_bool) == Some(true) {
+                return Err(bad(format!("added token {content:?} sets {flag}, which is not supported yet")));
+            }
+        }
+        let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
+        added.push(AddedToken { content: content.to_string(), id: id as u32, special });
+    }
+    let added_ids: std::collections::HashSet<u32> = added.iter().map(|t| t.id).collect();
+
+    let vocab_obj = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("model.vocab is not an object".into()))?;
+    let mut vocab = Vec::with_capacity(vocab_obj.len());
+    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab_obj.len());
+    for (token, id) in vocab_obj {
+        let id = id.as_u64().filter(|&id| id < u32::MAX as u64).ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))? as u32;
+        ids.insert(token, id);
+        if added_ids.contains(&id) {
+            continue;
+        }
+        let bytes = byte_level::decode(token).ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
+        vocab.push((bytes, id));
+    }
+
+    let merges_val = model.get("merges").and_then(Value::as_array).ok_or_else(|| bad("model.merges is not a list".into()))?;
+    let mut merges = Vec::with_capacity(merges_val.len());
+    for (n, m) in merges_val.iter().enumerate() {
+        let (l, r) = match m {
+            Value::String(s) => s.split_once(' ').ok_or_else(|| bad(format!("merges[{n}] {s:?} is not `left right`")))?,
+            Value::Array(a) if a.len() == 2 && a.iter().all(Value::is_string) => {
+                (a[0].as_str().unwrap_or_default(), a[1].as_str().unwrap_or_default())
+            }
+            other => return Err(bad(format!("merges[{n}] is neither a string nor a pair: {other}"))),
+        };
+        merges.push(super::gpt2::pair_ids(l, r, &ids, source)?);
+    }
+    let model = BpeModel::from_merges(vocab, merges, ignore_merges, source)?;
+
+    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
+    let (pre, add_prefix_space) = parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
+    Ok(Tokenizer::new(pre, model, added)?.with_normalizer(normalizer).with_add_prefix_space(add_prefix_space))
+}
+
+fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
+    match v.get("type").and_then(Value::as_str) {
+        None if v.is_null() => Ok(None),
+        Some("Sequence") if v.get("normalizers").and_then(Value::as_array).is_some_and(Vec::is_empty) => Ok(None),
+        Some("Sequence") => match v.get("normalizers").and_then(Value::as_array).map(Vec::as_slice) {
+            Some([one]) => parse_normalizer(one, source),
+            _ => Err(Error::format(source, "a normalizer Sequence of several steps is not supported yet")),
+        },
+        Some(t) => Normalizer::from_hf_type(t)
+            .map(Some)
+            .ok_or_else(|| Error::format(source, format!("normalizer {t:?} is not supported yet"))),
+        None => Err(Error::format(source, "normalizer has no type")),
+    }
+}
+
+/// Returns the pre-tokenizer and ByteLevel's `add_prefix_space`.
+fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> {
+    let bad = |msg: &str| Error::format(source, format!("pre_tokenizer: {msg}"));
+    let kind = v.get("type").and_then(Value::as_str);
+    let byte_level_flags = |bl: &Value| {
+        (
+            bl.get("use_regex").and_then(Value::as_bool).unwrap_or(true),
+            bl.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(false),
+        )
+    };
+    match kind {
+        Some("ByteLevel") => {
+            let (use_regex, prefix) = byte_level_flags(v);
+            if !use_regex {
+                return Err(bad("ByteLevel without a regex split is not supported"));
+            }
+            Ok((PreTokenizer::Preset(Preset::Gpt2), prefix))
+        }
+        Some("Sequence") => {
+            let steps = v.get("pretokenizers").and_then(Value::as_array).ok_or_else(|| bad("Sequence without pretokenizers"))?;
+            match steps.as_slice() {
+                [one] => parse_pre_tokenizer(one, source),
+                [split, bl] if split.get("type").and_then(Value::as_str) == Some("Split")
+                    && bl.get("type").and_then(Value::as_str) == Some("ByteLevel") =>
+                {
+                    let (use_regex, prefix) = byte_level_flags(bl);
+                    if use_regex {
+                        return Err(bad("Split followed by ByteLevel(use_regex=true) is not supported"));
+                    }
+                    if split.get("behavior").and_then(Value::as_str) != Some("Isolated")
+                        || split.get("invert").and_then(Value::as_bool) == Some(true)
+                    {
+                        return Err(bad("only Split with behavior Isolated and invert false is supported"));
+                    }
+                    let pattern = split.get("pattern").ok_or_else(|| bad("Split without pattern"))?;
+                    let pre = match (pattern.get("Regex").and_then(Value::as_str), pattern.get("String").and_then(Value::as_str)) {
+                        (Some(re), _) => PreTokenizer::new(re)?,
+                        (None, Some(s)) => PreTokenizer::regex(&fancy_regex::escape(s))?,
+                        _ => return Err(bad("Split pattern is neither Regex nor String")),
+                    };
+                    Ok((pre, prefix))
+                }
+                _ => Err(bad("only ByteLevel or Sequence[Split, ByteLevel] is supported")),
+            }
+        }
+        Some(other) => Err(bad(&format!("{other:?} is not supported yet"))),
+        None => Err(bad("missing; byte-level BPE needs ByteLevel")),
+    }
+}
+
+/// The `tokenizer.json` text for `tok`.
+pub fn to_string(tok: &Tokenizer) -> Result<String> {
+    let model = tok.model();
+    let byte_level = |prefix: bool, use_regex: bool| {
+        json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": use_regex})
+    };
+    let prefix = tok.add_prefix_space();
+    let pre_tokenizer = match tok.pre_tokenizer().preset() {
+        Some(Preset::Gpt2) => byte_level(prefix, true),
+        _ => json!({
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": tok.pre_tokenizer().pattern()}, "behavior": "Isolated", "invert": false},
+                byte_level(prefix, false),
+            ]
+        }),
+    };
+    let added_tokens: Vec<Value> = tok
+        .added_tokens()
+        .iter()
+        .map(|t| {
+            json!({"id": t.id, "content": t.content, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": !t.special, "special": t.special})
+        })
+        .collect();
+
+    let mut entries: Vec<(u32, String)> = model.tokens().map(|(id, b)| (id, byte_level::encode(b))).collect();
+    entries.extend(tok.added_tokens().iter().map(|t| (t.id, t.content.clone())));
+    entries.sort_unstable_by_key(|(id, _)| *id);
+    let mut vocab = Map::with_capacity(entries.len());
+    for (id, text) in entries {
+        vocab.insert(text, json!(id));
+    }
+    let text_of = |id: u32| byte_level::encode(model.token_bytes(id).unwrap_or_default());
+    let merge_pairs: Vec<(String, String)> = model.merge_list().into_iter().map(|(l, r)| (text_of(l), text_of(r))).collect();
+    // Byte-level text never holds a plain space, so the `"left right"` form that every HF
+    // version reads is safe; the pair form is kept for the odd vocabulary that needs it.
+    let merges: Vec<Value> = if merge_pairs.iter().any(|(l, r)| l.contains(' ') || r.contains(' ')) {
+        merge_pairs.into_iter().map(|(l, r)| json!([l, r])).collect()
+    } else {
+        merge_pairs.into_iter().map(|(l, r)| Value::String(format!("{l} {r}"))).collect()
+    };
+    let root = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens,
+        "normalizer": tok.normalizer().map(|n| json!({"type": n.hf_type()})),
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": byte_level(prefix, true),
+        "decoder": byte_level(prefix, true),
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            // tiktoken ranks return a piece that is a token whole; HF's flag does the same.
+            "ignore_merges": model.ignore_merges() || model.rule() == MergeRule::Ranks,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    });
+    serde_json::to_string_pretty(&root).map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
+}
+
+pub fn save(tok: &Tokenizer, path: &Path) -> Result<()> {
+    write_atomic(path, to_string(tok)?.as_bytes())
+}

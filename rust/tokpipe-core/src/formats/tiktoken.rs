@@ -4,6 +4,8 @@
 use super::{read_maybe_gzip, write_atomic};
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
+use crate::pre_tokenizers::Preset;
+use crate::tokenizer::AddedToken;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use std::path::Path;
@@ -44,6 +46,24 @@ pub fn save(model: &BpeModel, path: &Path) -> Result<()> {
         out.push('\n');
     }
     write_atomic(path, out.as_bytes())
+}
+
+/// The special tokens OpenAI publishes for its encodings, recognised by pattern and by the
+/// number of ordinary tokens in the file (r50k and p50k share a pattern but not a size).
+pub fn openai_special_tokens(preset: Preset, ordinary_tokens: usize) -> Vec<AddedToken> {
+    let table: &[(&str, u32)] = match (preset, ordinary_tokens) {
+        (Preset::Gpt2, 50_256) | (Preset::Gpt2, 50_280) => &[("<|endoftext|>", 50_256)],
+        (Preset::Cl100k, 100_256) => &[
+            ("<|endoftext|>", 100_257),
+            ("<|fim_prefix|>", 100_258),
+            ("<|fim_middle|>", 100_259),
+            ("<|fim_suffix|>", 100_260),
+            ("<|endofprompt|>", 100_276),
+        ],
+        (Preset::O200k, 199_998) => &[("<|endoftext|>", 199_999), ("<|endofprompt|>", 200_018)],
+        _ => &[],
+    };
+    table.iter().map(|&(t, id)| AddedToken::special(t, id)).collect()
 }
 
 pub(crate) fn truncate(line: &str) -> String {

@@ -1,0 +1,43 @@
+"""The exception hierarchy every tokpipe error belongs to.
+
+The Rust core has one error enum; the binding maps each variant onto one class here. Classes
+that mean "the value you gave is wrong" also derive from ``ValueError`` so code that already
+catches that keeps working. File-system failures are raised as Python's own ``OSError``
+subclasses (``FileNotFoundError``...), with the file name set.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TokpipeError",
+    "FormatError",
+    "PatternError",
+    "InvalidArgumentError",
+    "EncodeError",
+    "CorpusError",
+]
+
+
+class TokpipeError(Exception):
+    """Base class of every error tokpipe raises on purpose."""
+
+
+class FormatError(TokpipeError, ValueError):
+    """A tokenizer file (tokenizer.json, .tiktoken, encoder.json, vocab.bpe) is malformed or
+    uses a feature tokpipe does not support; the message names the file and the field."""
+
+
+class PatternError(TokpipeError, ValueError):
+    """A pre-tokenizer regex does not compile, or failed on some input."""
+
+
+class InvalidArgumentError(TokpipeError, ValueError):
+    """An argument cannot work (vocabulary too small, unknown token id, bad special token)."""
+
+
+class EncodeError(TokpipeError, ValueError):
+    """Text could not be encoded as asked."""
+
+
+class CorpusError(TokpipeError):
+    """A training corpus is unusable: missing, empty, or invalid under ``strict``."""
