@@ -165,12 +165,18 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
         json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": use_regex})
     };
     let prefix = tok.add_prefix_space();
+    // A custom pattern is written as given: HF reads it with Oniguruma, whose syntax differs
+    // from fancy-regex's in corners (`{n,m}+` is one), so such a file is worth a parity check.
+    let hf_pattern = match tok.pre_tokenizer().preset() {
+        Some(preset) => preset.hf_pattern(),
+        None => tok.pre_tokenizer().pattern(),
+    };
     let pre_tokenizer = match tok.pre_tokenizer().preset() {
         Some(Preset::Gpt2) => byte_level(prefix, true),
         _ => json!({
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": tok.pre_tokenizer().pattern()}, "behavior": "Isolated", "invert": false},
+                {"type": "Split", "pattern": {"Regex": hf_pattern}, "behavior": "Isolated", "invert": false},
                 byte_level(prefix, false),
             ]
         }),

@@ -35,6 +35,12 @@ pub const O200K_PATTERN: &str = concat!(
     r"\s+",
 );
 
+/// cl100k as HF `tokenizers` must be given it. HF's regex engine (Oniguruma) reads `{1,3}+`
+/// as "the interval, repeated" rather than possessive, which would glue any number of digits
+/// into one piece; the plain `{1,3}` means the same as tiktoken's possessive form here, as
+/// nothing in its branch follows it.
+pub const CL100K_PATTERN_HF: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+
 /// The HF ByteLevel pre-tokenizer's own spelling of the GPT-2 pattern; recognised on load.
 pub const HF_BYTE_LEVEL_PATTERN: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
@@ -73,6 +79,14 @@ impl Preset {
         }
     }
 
+    /// The pattern as written into an HF `tokenizer.json` (see [`CL100K_PATTERN_HF`]).
+    pub fn hf_pattern(self) -> &'static str {
+        match self {
+            Preset::Cl100k => CL100K_PATTERN_HF,
+            other => other.pattern(),
+        }
+    }
+
     /// Recognises a preset from its regex text, so a tokenizer.json that spells out the cl100k
     /// pattern still gets the fast scanner.
     pub fn from_pattern(pattern: &str) -> Option<Preset> {
@@ -80,6 +94,7 @@ impl Preset {
             .into_iter()
             .find(|p| p.pattern() == pattern)
             .or_else(|| (pattern == HF_BYTE_LEVEL_PATTERN).then_some(Preset::Gpt2))
+            .or_else(|| (pattern == CL100K_PATTERN_HF).then_some(Preset::Cl100k))
     }
 }
 

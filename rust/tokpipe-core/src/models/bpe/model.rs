@@ -36,6 +36,9 @@ pub enum MergeRule {
 /// ones use the heap, which keeps 1 MB pieces at O(n log n).
 const SHORT_PIECE: usize = 96;
 
+/// `byte_ids` entry of a byte the vocabulary lacks.
+const NO_TOKEN: u32 = u32::MAX;
+
 #[derive(Clone, Debug)]
 pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are not ordinary tokens (holes, special tokens).
@@ -154,14 +157,17 @@ impl BpeModel {
             }
             tokens[id as usize] = Some(bytes);
         }
-        let mut byte_ids = [0u32; 256];
+        // A vocabulary may leave out bytes that never occur in UTF-8 text (GPT-NeoX has no
+        // 0xC0, 0xC1, 0xF5..0xFF); such bytes are skipped when met, as HF does without an
+        // unknown token.
+        let mut byte_ids = [NO_TOKEN; 256];
         for b in 0..=255u8 {
-            match token_to_id.get(&[b][..]) {
-                Some(&id) => byte_ids[b as usize] = id,
-                None => {
-                    return Err(Error::format(source, format!("byte-level BPE needs all 256 single bytes; byte 0x{b:02x} is missing")))
-                }
+            if let Some(&id) = token_to_id.get(&[b][..]) {
+                byte_ids[b as usize] = id;
             }
+        }
+        if byte_ids.iter().filter(|&&id| id != NO_TOKEN).count() < 128 {
+            return Err(Error::format(source, "not a byte-level vocabulary: fewer than 128 of the 256 single bytes are tokens"));
         }
         Ok((tokens, token_to_id, byte_ids))
     }
@@ -220,7 +226,10 @@ impl BpeModel {
     #[inline]
     pub fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
         if piece.len() == 1 {
-            out.push(self.byte_ids[piece[0] as usize]);
+            let id = self.byte_ids[piece[0] as usize];
+            if id != NO_TOKEN {
+                out.push(id);
+            }
             return;
         }
         if let Some(&id) = self.token_to_id.get(piece) {
@@ -239,18 +248,21 @@ impl BpeModel {
 
     /// Runs the merge loop over `piece`'s bytes (no whole-piece lookup).
     fn merge_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
-        if piece.len() <= SHORT_PIECE {
-            self.merge_short(piece, out)
+        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
+        if syms.contains(&NO_TOKEN) {
+            syms.retain(|&id| id != NO_TOKEN);
+        }
+        if syms.len() <= SHORT_PIECE {
+            self.merge_short(syms, out)
         } else {
-            self.merge_long(piece, out)
+            self.merge_long(syms, out)
         }
     }
 
     /// Quadratic in the piece length but with tiny constants: a flat vector of symbols and
     /// the priority of the pair starting at each one.
-    fn merge_short(&self, piece: &[u8], out: &mut Vec<u32>) {
+    fn merge_short(&self, mut syms: Vec<u32>, out: &mut Vec<u32>) {
         const NONE: (u32, u32) = (u32::MAX, u32::MAX);
-        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
         let mut pairs: Vec<(u32, u32)> =
             syms.windows(2).map(|w| self.merge_of(w[0], w[1]).unwrap_or(NONE)).collect();
         loop {
@@ -280,9 +292,11 @@ impl BpeModel {
 
     /// O(n log n): symbols in a doubly linked list over the byte positions, candidate merges
     /// in a min-heap keyed by (priority, position); stale heap entries are skipped on pop.
-    fn merge_long(&self, piece: &[u8], out: &mut Vec<u32>) {
-        let n = piece.len();
-        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
+    fn merge_long(&self, mut syms: Vec<u32>, out: &mut Vec<u32>) {
+        let n = syms.len();
+        if n == 0 {
+            return;
+        }
         let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut next: Vec<usize> = (1..=n).collect();
         let mut alive = vec![true; n];
@@ -344,16 +358,26 @@ mod tests {
         let text: Vec<u8> = b"abcaabcaaaabbcaaaaaaaaabc".repeat(20);
         for len in 2..text.len() {
             let (mut a, mut b) = (Vec::new(), Vec::new());
-            model.merge_short(&text[..len], &mut a);
-            model.merge_long(&text[..len], &mut b);
+            let syms: Vec<u32> = text[..len].iter().map(|&b| b as u32).collect();
+            model.merge_short(syms.clone(), &mut a);
+            model.merge_long(syms, &mut b);
             assert_eq!(a, b, "length {len}");
         }
     }
 
     #[test]
-    fn missing_byte_is_a_format_error() {
-        let vocab: Vec<(Vec<u8>, u32)> = (0..255u8).map(|b| (vec![b], b as u32)).collect();
+    fn a_vocabulary_without_byte_tokens_is_a_format_error() {
+        let vocab: Vec<(Vec<u8>, u32)> = (0..100u8).map(|b| (vec![b], b as u32)).collect();
         let err = BpeModel::from_ranks(vocab, "x.tiktoken").unwrap_err();
-        assert!(err.to_string().contains("0xff"), "{err}");
+        assert!(err.to_string().contains("byte-level"), "{err}");
+    }
+
+    #[test]
+    fn bytes_missing_from_the_vocabulary_are_skipped() {
+        let vocab: Vec<(Vec<u8>, u32)> = (0..0xC0u8).map(|b| (vec![b], b as u32)).collect();
+        let model = BpeModel::from_ranks(vocab, "x").unwrap();
+        let mut out = Vec::new();
+        model.encode_piece(&[b'a', 0xC1, b'b'], &mut out);
+        assert_eq!(out, vec![b'a' as u32, b'b' as u32]);
     }
 }

@@ -1,0 +1,139 @@
+"""``tokpipe encode`` and ``tokpipe decode``: token ids to and from text, streamed in batches."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, BinaryIO
+
+import click
+
+from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.tokenizer import Tokenizer
+
+# Documents encoded per encode_batch call: enough to keep every core busy, little memory.
+_BATCH = 4096
+
+
+def _open_text(name: str) -> IO[str]:
+    if name == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    path = Path(name)
+    if not path.exists():
+        raise UsageError(f"{name}: no such file")
+    if name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    if name.endswith(".zst"):
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def _documents(names: tuple[str, ...], text_field: str) -> Iterator[str]:
+    """One document per line of text input, or per record of JSONL input (by file name)."""
+    for name in names or ("-",):
+        jsonl = ".jsonl" in name or ".ndjson" in name
+        with _open_text(name) as f:
+            for n, line in enumerate(f, 1):
+                if not jsonl:
+                    yield line.rstrip("\n")
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    text = record[text_field]
+                except (json.JSONDecodeError, KeyError, TypeError) as e:
+                    raise UsageError(f"{name}:{n}: not a JSON object with a {text_field!r} field ({e})") from None
+                yield text
+
+
+def _batches(docs: Iterator[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) == _BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@cli.command("encode")
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="An HF tokenizer.json (from train-bpe, say).")
+@click.argument("inputs", nargs=-1, type=str)
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
+              help="text: one line of space-separated ids per document; jsonl: {\"ids\": [...]} per document; "
+                   "npy: all ids in one uint32 array (needs -o).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write here instead of standard output.")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the text in .jsonl input.")
+@click.option("--allow-special", is_flag=True, help="Turn special-token strings in the text into their ids.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads to encode with (default: all cores).")
+@friendly_errors
+def encode_command(tokenizer_path: str, inputs: tuple[str, ...], fmt: str, output: Path | None, text_field: str,
+                   allow_special: bool, threads: int | None) -> None:
+    """Encode INPUTS (files, or - for standard input; the default) to token ids.
+
+    Each line of a text file is one document; each record of a .jsonl[.gz|.zst] file is one.
+    """
+    tok = Tokenizer.from_file(tokenizer_path)
+    allowed = "all" if allow_special else ()
+    if fmt == "npy":
+        if output is None:
+            raise UsageError("--format npy needs -o/--output")
+        import numpy as np
+
+        chunks = [np.asarray(ids, dtype=np.uint32) for batch in _batches(_documents(inputs, text_field))
+                  for ids in tok.encode_batch(batch, threads, allowed)]
+        np.save(output, np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint32))
+        return
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        for batch in _batches(_documents(inputs, text_field)):
+            for ids in tok.encode_batch(batch, threads, allowed):
+                out.write(json.dumps({"ids": ids}) if fmt == "jsonl" else " ".join(map(str, ids)))
+                out.write("\n")
+    finally:
+        if output:
+            out.close()
+
+
+@cli.command("decode")
+@click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="An HF tokenizer.json.")
+@click.argument("inputs", nargs=-1, type=str)
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
+              help="What INPUTS hold, as written by `tokpipe encode --format`.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write here instead of standard output.")
+@friendly_errors
+def decode_command(tokenizer_path: str, inputs: tuple[str, ...], fmt: str, output: Path | None) -> None:
+    """Decode token ids back to text, one document per line (npy: the whole array as one text)."""
+    tok = Tokenizer.from_file(tokenizer_path)
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        if fmt == "npy":
+            import numpy as np
+
+            for name in inputs:
+                out.write(tok.decode(np.load(name).tolist()))
+            return
+        for name in inputs or ("-",):
+            with _open_text(name) as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        ids = json.loads(line)["ids"] if fmt == "jsonl" else [int(x) for x in line.split()]
+                    except (ValueError, KeyError, TypeError) as e:
+                        raise UsageError(f"{name}:{n}: not a line of token ids ({e})") from None
+                    out.write(tok.decode(ids))
+                    out.write("\n")
+    finally:
+        if output:
+            out.close()

@@ -1,0 +1,56 @@
+"""Shared fixtures: the real corpora in ``../shared/corpora`` and reference peers built offline.
+
+The corpora sit beside the repository (``../shared/corpora``, relative to the repo root). Tests
+that need them fail, rather than skip, when they are missing: a skipped parity test would hide
+exactly the breakage it exists to catch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+VOCAB = CORPORA / "vocab"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(f"test data missing: {path} (the shared corpora must sit beside the repo)")
+    return path
+
+
+def load_documents() -> list[tuple[str, str]]:
+    """Every document of ``text/`` and ``web/`` as (name, text).
+
+    Text files are whole documents; JSONL records are documents; WARC response bodies are
+    documents decoded as UTF-8 with replacement (raw HTML in the wild, mixed encodings and all).
+    """
+    docs: list[tuple[str, str]] = []
+    for path in sorted(_require(CORPORA / "text").rglob("*.txt")):
+        docs.append((path.name, path.read_text(encoding="utf-8")))
+    for path in sorted(_require(CORPORA / "web").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f):
+                docs.append((f"{path.name}:{n + 1}", json.loads(line)["text"]))
+    for path in sorted((CORPORA / "web").glob("*.warc.gz")):
+        raw = gzip.open(path).read()
+        for n, record in enumerate(raw.split(b"WARC/1.0\r\n")):
+            if b"WARC-Type: response" in record:
+                docs.append((f"{path.name}#{n}", record.decode("utf-8", errors="replace")))
+    assert len(docs) > 40, "expected the shared corpora's text, jsonl and warc documents"
+    return docs
+
+
+@pytest.fixture(scope="session")
+def documents() -> list[tuple[str, str]]:
+    return load_documents()
+
+
+@pytest.fixture(scope="session")
+def vocab_dir() -> Path:
+    return _require(VOCAB)
