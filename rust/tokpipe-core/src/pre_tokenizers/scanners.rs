@@ -1,29 +1,457 @@
-//! Hand-written scanners for the preset patterns.
+//! Hand-written scanners for the three preset split patterns (GPT-2/r50k, cl100k, o200k).
 //!
-//! PLACEHOLDER: these currently delegate to fancy-regex with the preset's pattern; the
-//! hand-written versions replace them.
+//! Why they exist: the presets need look-ahead and possessive quantifiers, so they run through
+//! fancy-regex's backtracking VM, which is the slowest stage of encoding. Each pattern is a
+//! leftmost-first alternation whose winning branch is decided by the class of the first one or
+//! two characters, so a scanner can pick the branch directly and find where it ends with forward
+//! runs over a character class: no regex, no allocation, no recursion at run time.
+//!
+//! How they stay exact:
+//! - Every char maps to a bit set of the classes the patterns test (`\s`, `\p{L}`, `\p{N}`,
+//!   `[\r\n]` and o200k's two case classes). ASCII goes through a 128-entry table; other chars
+//!   through `unicode-general-category` (Unicode 16.0, the same version as the regex-syntax 0.8
+//!   tables fancy-regex uses; a test checks every code point against fancy-regex itself).
+//! - Branches are tried in the pattern's order, and backtracking is simulated only where it
+//!   changes the result: `\s+(?!\S)` gives back the last whitespace char, `\s*[\r\n]` backs off to
+//!   the last newline of the run, o200k's `[U]*[W]+` backs off to the last char in both classes,
+//!   and o200k's optional prefix is retried without the prefix before the next branch.
+//! - A branch that fails has only scanned chars that the branch which then succeeds consumes (or
+//!   a constant number of chars), so every byte is looked at a bounded number of times and the
+//!   scanners are linear on any input.
+//!
+//! The parity tests (`scanner_tests.rs`) compare every scanner with fancy-regex on the shared
+//! corpora, on random strings over an alphabet of the awkward characters, on every code point in
+//! context, and on adversarial megabyte inputs.
 
-use super::{CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN};
-use std::sync::OnceLock;
+use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 
-fn run<'a>(cell: &OnceLock<fancy_regex::Regex>, pattern: &str, text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    let re = cell.get_or_init(|| fancy_regex::Regex::new(pattern).expect("preset pattern compiles"));
-    for m in re.find_iter(text) {
-        emit(m.expect("preset patterns are possessive and do not hit the backtrack limit").as_str());
+/// `\s`: Unicode White_Space, as in the regex crate.
+const WS: u8 = 1 << 0;
+/// `\p{L}`.
+const L: u8 = 1 << 1;
+/// `\p{N}`.
+const N: u8 = 1 << 2;
+/// `[\r\n]` (always together with `WS`).
+const NL: u8 = 1 << 3;
+/// o200k's "upper" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
+const UP: u8 = 1 << 4;
+/// o200k's "lower" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
+const LO: u8 = 1 << 5;
+/// A char with none of these bits is in `[^\s\p{L}\p{N}]` ("other").
+const WLN: u8 = WS | L | N;
+
+/// Class bits of the ASCII chars, so the common case is one load.
+static ASCII: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_uppercase() {
+            L | UP
+        } else if b.is_ascii_lowercase() {
+            L | LO
+        } else if b.is_ascii_digit() {
+            N
+        } else if b == b'\r' || b == b'\n' {
+            WS | NL
+        } else if matches!(b, b'\t' | 0x0b | 0x0c | b' ') {
+            WS
+        } else {
+            0
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Class bits of a non-ASCII char. White_Space outside ASCII is exactly Zs, Zl, Zp and U+0085
+/// (checked exhaustively against the regex crate in the tests), so one category lookup suffices.
+#[inline]
+fn class_of_non_ascii(c: char) -> u8 {
+    match get_general_category(c) {
+        Gc::UppercaseLetter | Gc::TitlecaseLetter => L | UP,
+        Gc::LowercaseLetter => L | LO,
+        Gc::ModifierLetter | Gc::OtherLetter => L | UP | LO,
+        // Marks are not `\p{L}`: they are "other" for `[^\s\p{L}\p{N}]` but in both o200k classes.
+        Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark => UP | LO,
+        Gc::DecimalNumber | Gc::LetterNumber | Gc::OtherNumber => N,
+        Gc::SpaceSeparator | Gc::LineSeparator | Gc::ParagraphSeparator => WS,
+        Gc::Control if c == '\u{85}' => WS,
+        _ => 0,
     }
 }
 
+/// Class bits of any char; exposed to the tests, which check it against fancy-regex.
+#[cfg(test)]
+fn class_of(c: char) -> u8 {
+    if c.is_ascii() {
+        ASCII[c as usize]
+    } else {
+        class_of_non_ascii(c)
+    }
+}
+
+/// Decodes the multi-byte char starting at `i`. `b` comes from a `&str` and `i` is on a char
+/// boundary, so the sequence is complete and valid; the out-of-range fallback is never taken.
+#[inline]
+fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
+    let x = b[i] as u32;
+    let (cp, n) = if x < 0xE0 {
+        (((x & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
+    } else if x < 0xF0 {
+        (((x & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F), 3)
+    } else {
+        (
+            ((x & 0x07) << 18)
+                | ((b[i + 1] as u32 & 0x3F) << 12)
+                | ((b[i + 2] as u32 & 0x3F) << 6)
+                | (b[i + 3] as u32 & 0x3F),
+            4,
+        )
+    };
+    (char::from_u32(cp).unwrap_or('\u{FFFD}'), n)
+}
+
+/// Class bits and byte length of the char at `i` (`i < b.len()`, on a char boundary).
+#[inline(always)]
+fn class_at(b: &[u8], i: usize) -> (u8, usize) {
+    let x = b[i];
+    if x < 0x80 {
+        (ASCII[x as usize], 1)
+    } else {
+        let (c, n) = decode_multi(b, i);
+        (class_of_non_ascii(c), n)
+    }
+}
+
+/// Class bits of the char at `i`, or 0 with length 0 at the end of the text (the end is in no
+/// class, which is what every "next char must be X" test needs).
+#[inline(always)]
+fn class_at_or_end(b: &[u8], i: usize) -> (u8, usize) {
+    if i < b.len() {
+        class_at(b, i)
+    } else {
+        (0, 0)
+    }
+}
+
+/// End of the longest run starting at `i` of chars for which `keep(class)` holds. The ASCII
+/// bytes stay in a tight loop; a possessive/greedy quantifier over a class is exactly this.
+#[inline(always)]
+fn run(b: &[u8], mut i: usize, keep: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() {
+        let x = b[i];
+        if x < 0x80 {
+            if !keep(ASCII[x as usize]) {
+                break;
+            }
+            i += 1;
+        } else {
+            let (c, n) = decode_multi(b, i);
+            if !keep(class_of_non_ascii(c)) {
+                break;
+            }
+            i += n;
+        }
+    }
+    i
+}
+
+#[inline(always)]
+fn letters(b: &[u8], i: usize) -> usize {
+    run(b, i, |c| c & L != 0)
+}
+
+#[inline(always)]
+fn others(b: &[u8], i: usize) -> usize {
+    run(b, i, |c| c & WLN == 0)
+}
+
+/// End of a run of the given ASCII bytes: `[\r\n]*` and `[\r\n/]*` are byte sets.
+#[inline(always)]
+fn byte_run(b: &[u8], mut i: usize, slash: bool) -> usize {
+    while i < b.len() && (b[i] == b'\r' || b[i] == b'\n' || (slash && b[i] == b'/')) {
+        i += 1;
+    }
+    i
+}
+
+/// `\p{N}{1,3}` from a position known to hold a number char of length `n`.
+#[inline(always)]
+fn up_to_3_numbers(b: &[u8], i: usize, n: usize) -> usize {
+    let mut e = i + n;
+    for _ in 0..2 {
+        let (c, m) = class_at_or_end(b, e);
+        if c & N == 0 {
+            break;
+        }
+        e += m;
+    }
+    e
+}
+
+/// What the whitespace branches need to know about the run of `\s` starting at `i`.
+struct WsRun {
+    /// End of the run.
+    end: usize,
+    /// Start of the run's last char: where `\s+(?!\S)` stops when the run is followed by `\S`.
+    last: usize,
+    /// End of the run's last `\r`/`\n`, or 0 if none: where `\s*[\r\n]` (and `\s*[\r\n]+`) stop.
+    nl_end: usize,
+}
+
+#[inline(always)]
+fn ws_run(b: &[u8], i: usize) -> WsRun {
+    let (mut q, mut last, mut nl_end) = (i, i, 0);
+    while q < b.len() {
+        let (c, n) = class_at(b, q);
+        if c & WS == 0 {
+            break;
+        }
+        if c & NL != 0 {
+            nl_end = q + 1;
+        }
+        last = q;
+        q += n;
+    }
+    WsRun { end: q, last, nl_end }
+}
+
+/// Byte length of `'(?:[sdmt]|ll|ve|re)` at `i` (GPT-2: ASCII, case-sensitive), 0 if none.
+#[inline(always)]
+fn contraction_exact(b: &[u8], i: usize) -> usize {
+    match b.get(i + 1) {
+        Some(b's' | b'd' | b'm' | b't') => 2,
+        Some(b'l') if b.get(i + 2) == Some(&b'l') => 3,
+        Some(b'v' | b'r') if b.get(i + 2) == Some(&b'e') => 3,
+        _ => 0,
+    }
+}
+
+/// Byte length of a case-insensitive contraction at `i`, 0 if none. cl100k's
+/// `'(?i:[sdmt]|ll|ve|re)` and o200k's `(?i:'s|'t|'re|'ve|'m|'ll|'d)` are the same language.
+/// The regex crate folds with Unicode simple case folding: of the letters involved only `s` has
+/// a non-ASCII variant (U+017F LATIN SMALL LETTER LONG S); the tests check every code point.
+#[inline(always)]
+fn contraction_fold(b: &[u8], i: usize) -> usize {
+    if b.get(i) != Some(&b'\'') {
+        return 0;
+    }
+    // `x | 0x20` folds ASCII letters, and for the letters compared below no other byte maps there.
+    let lower = |k: usize| b.get(k).map_or(0, |&x| x | 0x20);
+    match lower(i + 1) {
+        b's' | b'd' | b'm' | b't' => 2,
+        b'l' if lower(i + 2) == b'l' => 3,
+        b'v' | b'r' if lower(i + 2) == b'e' => 3,
+        // U+017F is C5 BF in UTF-8; `0xC5 | 0x20` is 0xE5.
+        0xE5 if b[i + 1] == 0xC5 && b.get(i + 2) == Some(&0xBF) => 3,
+        _ => 0,
+    }
+}
+
+/// Splits `text` as `GPT2_PATTERN` does:
+/// `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`.
 pub fn gpt2<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    static RE: OnceLock<fancy_regex::Regex> = OnceLock::new();
-    run(&RE, GPT2_PATTERN, text, emit)
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let end = gpt2_piece(b, i);
+        emit(&text[i..end]);
+        i = end;
+    }
 }
 
+#[inline(always)]
+fn gpt2_piece(b: &[u8], i: usize) -> usize {
+    let x = b[i];
+    if x == b'\'' {
+        let k = contraction_exact(b, i);
+        if k != 0 {
+            return i + k;
+        }
+    }
+    let (mut c, mut j) = class_at(b, i);
+    j += i;
+    if x == b' ' {
+        // ` ?X++`: a space starts the piece of the non-space that follows it.
+        let (c2, n2) = class_at_or_end(b, i + 1);
+        if n2 != 0 && c2 & WS == 0 {
+            c = c2;
+            j = i + 1 + n2;
+        }
+    }
+    if c & L != 0 {
+        return letters(b, j);
+    }
+    if c & N != 0 {
+        return run(b, j, |c| c & N != 0);
+    }
+    if c & WS == 0 {
+        return others(b, j);
+    }
+    // `\s++$ | \s+(?!\S) | \s`
+    let r = ws_run(b, i);
+    if r.end == b.len() {
+        r.end
+    } else if r.last > i {
+        r.last
+    } else {
+        r.end
+    }
+}
+
+/// Splits `text` as `CL100K_PATTERN` does:
+/// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|`
+/// `\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
 pub fn cl100k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    static RE: OnceLock<fancy_regex::Regex> = OnceLock::new();
-    run(&RE, CL100K_PATTERN, text, emit)
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let end = cl100k_piece(b, i);
+        emit(&text[i..end]);
+        i = end;
+    }
 }
 
-pub fn o200k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    static RE: OnceLock<fancy_regex::Regex> = OnceLock::new();
-    run(&RE, O200K_PATTERN, text, emit)
+#[inline(always)]
+fn cl100k_piece(b: &[u8], i: usize) -> usize {
+    let x = b[i];
+    if x == b'\'' {
+        let k = contraction_fold(b, i);
+        if k != 0 {
+            return i + k;
+        }
+    }
+    let (c, n) = class_at(b, i);
+    if c & L != 0 {
+        return letters(b, i + n);
+    }
+    if c & N != 0 {
+        return up_to_3_numbers(b, i, n);
+    }
+    let (c2, n2) = class_at_or_end(b, i + n);
+    // `[^\r\n\p{L}\p{N}]?+\p{L}++`: any char but a newline, letter or digit prefixes a word.
+    if c & NL == 0 && c2 & L != 0 {
+        return letters(b, i + n + n2);
+    }
+    // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
+    if c & WS == 0 {
+        return byte_run(b, others(b, i + n), false);
+    }
+    if x == b' ' && n2 != 0 && c2 & WLN == 0 {
+        return byte_run(b, others(b, i + 1 + n2), false);
+    }
+    // `\s++$ | \s*[\r\n] | \s+(?!\S) | \s`
+    let r = ws_run(b, i);
+    if r.end == b.len() {
+        r.end
+    } else if r.nl_end != 0 {
+        r.nl_end
+    } else if r.last > i {
+        r.last
+    } else {
+        r.end
+    }
 }
+
+/// Splits `text` as `O200K_PATTERN` does (see there for the full pattern).
+pub fn o200k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let end = o200k_piece(b, i);
+        emit(&text[i..end]);
+        i = end;
+    }
+}
+
+/// `[U]*[W]+` from `s` with the regex's backtracking: the greedy `[U]*` run gives chars back
+/// until a `[W]` char follows, so the match ends after the `[W]` run that follows the `[U]` run,
+/// or else right after the last char of the `[U]` run that is in both classes (the chars after
+/// it are Lu/Lt, not `[W]`). `None` when neither exists.
+#[inline(always)]
+fn upper_then_lower(b: &[u8], s: usize) -> Option<usize> {
+    let mut q = s;
+    let mut last_both = None;
+    while q < b.len() {
+        let (c, n) = class_at(b, q);
+        if c & UP == 0 {
+            if c & LO != 0 {
+                return Some(run(b, q + n, |c| c & LO != 0));
+            }
+            break;
+        }
+        if c & LO != 0 {
+            last_both = Some(q + n);
+        }
+        q += n;
+    }
+    last_both
+}
+
+/// The two o200k word branches, `P?[U]*[W]+C?` then `P?[U]+[W]*C?` (P the optional prefix
+/// `[^\r\n\p{L}\p{N}]`, C the contraction), tried in the regex's order: branch 1 with and then
+/// without the prefix, then branch 2 likewise. Without the prefix only differs when the first
+/// char is a mark (a prefix char that is also in both case classes).
+#[inline(always)]
+fn o200k_word(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
+    let prefix = c & (L | N | NL) == 0;
+    let mut end = None;
+    if prefix {
+        end = upper_then_lower(b, i + n);
+    }
+    if end.is_none() && c & (UP | LO) != 0 {
+        end = upper_then_lower(b, i);
+    }
+    if end.is_none() && prefix {
+        let (c2, n2) = class_at_or_end(b, i + n);
+        if c2 & UP != 0 {
+            end = Some(run(b, run(b, i + n + n2, |c| c & UP != 0), |c| c & LO != 0));
+        }
+    }
+    if end.is_none() && c & UP != 0 {
+        end = Some(run(b, run(b, i + n, |c| c & UP != 0), |c| c & LO != 0));
+    }
+    end.map(|e| e + contraction_fold(b, e))
+}
+
+#[inline(always)]
+fn o200k_piece(b: &[u8], i: usize) -> usize {
+    let x = b[i];
+    let (c, n) = class_at(b, i);
+    // Fast path for the commonest pieces, a lowercase ASCII word with or without a space; same
+    // result as `o200k_word` (no `[U]` char, so branch 1 takes the `[W]` run).
+    if x.is_ascii_lowercase() || (x == b' ' && b.get(i + 1).is_some_and(|y| y.is_ascii_lowercase())) {
+        let e = run(b, i + n + (x == b' ') as usize, |c| c & LO != 0);
+        return e + contraction_fold(b, e);
+    }
+    if let Some(e) = o200k_word(b, i, c, n) {
+        return e;
+    }
+    if c & N != 0 {
+        return up_to_3_numbers(b, i, n);
+    }
+    // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+    if c & WS == 0 {
+        return byte_run(b, others(b, i + n), true);
+    }
+    if x == b' ' {
+        let (c2, n2) = class_at_or_end(b, i + 1);
+        if n2 != 0 && c2 & WLN == 0 {
+            return byte_run(b, others(b, i + 1 + n2), true);
+        }
+    }
+    // `\s*[\r\n]+ | \s+(?!\S) | \s+`
+    let r = ws_run(b, i);
+    if r.nl_end != 0 {
+        r.nl_end
+    } else if r.end == b.len() || r.last == i {
+        r.end
+    } else {
+        r.last
+    }
+}
+
+#[cfg(test)]
+#[path = "scanner_tests.rs"]
+mod tests;
