@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""BPE training time and peak memory of tokpipe and its peers, on the same text.
+
+What is measured
+----------------
+Every trainer learns a byte-level BPE vocabulary of --vocab-size (32000)
+entries, GPT-2 pre-tokenization, special token <|endoftext|>, from the
+benchmark corpus's linux-rst, python-txt, gcide and fortunes-zh documents
+(about 77 MB in 137k files under CORPUS/text/, one document a file):
+
+  hf-tokenizers  tokenizers.Tokenizer(models.BPE()) with the ByteLevel
+                 pre-tokenizer and BpeTrainer(min_frequency=2,
+                 initial_alphabet=ByteLevel.alphabet()), fed the files'
+                 contents one document at a time (train_from_iterator).
+                 HF's own file reader (Tokenizer.train) makes every *line*
+                 a sequence, so it would see different pre-tokens around
+                 newlines than trainers that read a file as one document;
+                 --hf-files adds that variant as an extra row.
+  gigatoken      gigatoken.train_bpe(TextFileSource(files), ...), its file
+                 reader with no separator: one document a file.
+  tokpipe        tokpipe.train_bpe(files, vocab_size, pattern="gpt2",
+                 special_tokens=("<|endoftext|>",), min_frequency=2).
+
+Each trainer runs in its own fresh Python subprocess, one after another, so
+its peak RSS (ru_maxrss from os.wait4 on that child) is its own: the
+interpreter, the library, whatever it holds of the corpus, and training.
+"train s" is the time around the training call inside the child (reading
+the files included, interpreter start and imports not); "wall s" is the
+whole child process; "CPU s" is user+sys of the child (more than wall
+means it trained on several cores; all trainers may use every core).
+A "python baseline" row shows the RSS of a child that trains nothing.
+
+Merges: each trainer's merge list is compared with HF's, rank by rank:
+"same rank" counts positions where both learned the same pair, "first
+diff" is the first rank where they differ (= length of the identical
+prefix), "common" is the size of the intersection as sets. tokpipe's
+saved tokenizer.json is read with tokenizers.Tokenizer.from_file.
+
+Reading the output
+------------------
+A markdown table: trainer, train s, wall s, CPU s, peak RSS MB, the
+ratios vs HF ("x HF time" > 1 means faster than HF; "x HF RSS" < 1 means
+less memory than HF), and the merge comparison. Machine facts first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
+
+PACKAGES = ("tokpipe", "tokenizers", "gigatoken")
+TRAINERS = ("hf-tokenizers", "gigatoken", "tokpipe")
+SPECIAL = "<|endoftext|>"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# children: one trainer each; print one JSON line on stdout
+# --------------------------------------------------------------------------
+
+def _bytes_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def child_hf(files, out: Path, a, from_files: bool):
+    from tokenizers import Tokenizer, decoders, models, trainers
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=a.vocab_size, min_frequency=2, special_tokens=[SPECIAL],
+                                  initial_alphabet=ByteLevel.alphabet(), show_progress=False)
+
+    def documents():
+        for p in files:
+            with open(p, encoding="utf-8", newline="") as f:  # no newline translation
+                yield f.read()
+
+    t0 = time.perf_counter()
+    if from_files:
+        tk.train(files, trainer)
+    else:
+        tk.train_from_iterator(documents(), trainer, length=len(files))
+    dt = time.perf_counter() - t0
+    tk.save(str(out / "tokenizer.json"))
+    return dt, tk.get_vocab_size()
+
+
+def child_gigatoken(files, out: Path, a):
+    import gigatoken
+
+    t0 = time.perf_counter()
+    vocab, merges = gigatoken.train_bpe(gigatoken.TextFileSource(files), a.vocab_size, [SPECIAL])
+    dt = time.perf_counter() - t0
+    b2u = _bytes_to_unicode()
+    u = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
+    (out / "merges.json").write_text(json.dumps([[u(l), u(r)] for l, r in merges], ensure_ascii=False))
+    return dt, len(vocab)
+
+
+def child_tokpipe(files, out: Path, a):
+    import tokpipe
+
+    t0 = time.perf_counter()
+    tok = tokpipe.train_bpe(files, vocab_size=a.vocab_size, pattern="gpt2", special_tokens=(SPECIAL,),
+                            min_frequency=2, show_progress=False)
+    dt = time.perf_counter() - t0
+    tok.save(str(out / "tokenizer.json"))
+    size = getattr(tok, "vocab_size", None)
+    return dt, size() if callable(size) else size
+
+
+def run_child(a):
+    files = Path(a.files).read_text().splitlines()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.child == "baseline":
+        dt, size = 0.0, None
+    elif a.child == "hf-tokenizers":
+        dt, size = child_hf(files, out, a, from_files=False)
+    elif a.child == "hf-tokenizers-files":
+        dt, size = child_hf(files, out, a, from_files=True)
+    elif a.child == "gigatoken":
+        dt, size = child_gigatoken(files, out, a)
+    elif a.child == "tokpipe":
+        dt, size = child_tokpipe(files, out, a)
+    else:
+        raise SystemExit(f"unknown trainer {a.child}")
+    print(json.dumps({"train_s": dt, "vocab_size": size}), flush=True)
+
+
+# --------------------------------------------------------------------------
+# parent
+# --------------------------------------------------------------------------
+
+def measure(name: str, a, files_list: Path, out: Path) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--files", str(files_list),
+           "--out", str(out), "--vocab-size", str(a.vocab_size)]
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "stdout.log", "wb") as so, open(out / "stderr.log", "wb") as se:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=so, stderr=se)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+    r = {"trainer": name, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+         "rss_mb": ru.ru_maxrss / 1024, "rc": p.returncode, "out": str(out)}
+    if p.returncode != 0:
+        tail = (out / "stderr.log").read_text(errors="replace").strip().splitlines()[-1:]
+        r["error"] = (tail[0].strip() if tail else "") or f"exit code {p.returncode}"
+        return r
+    last = (out / "stdout.log").read_text().strip().splitlines()[-1]
+    r.update(json.loads(last))
+    return r
+
+
+def read_merges(r: dict) -> list[tuple[str, str]] | None:
+    out = Path(r["out"])
+    if (out / "merges.json").exists():
+        return [tuple(m) for m in json.loads((out / "merges.json").read_text())]
+    if (out / "tokenizer.json").exists():
+        from tokenizers import Tokenizer
+
+        data = json.loads(Tokenizer.from_file(str(out / "tokenizer.json")).to_str())
+        return [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in data["model"]["merges"]]
+    return None
+
+
+def compare_merges(ref, got) -> dict:
+    same = sum(1 for x, y in zip(ref, got) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(ref, got)) if x != y), min(len(ref), len(got)))
+    return {"merges": len(got), "same_rank": same, "first_diff": first, "common": len(set(ref) & set(got)),
+            "example": None if first >= min(len(ref), len(got)) else {"rank": first, "hf": ref[first], "got": got[first]}}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="BPE training (32k vocab) wall time and peak RSS of tokpipe vs HF tokenizers and gigatoken, "
+                    "each in its own subprocess, on the same documents; plus merge agreement with HF.",
+        epilog="See the module docstring (or benches/README.md) for the method.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS,
+                    help="benchmark corpus directory (built by /work/shared/bench/build_corpus.py)")
+    ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES), help="corpus sources to train on")
+    ap.add_argument("--max-mb", type=float, default=0, help="use about this many MB (same mix of sources); 0: all")
+    ap.add_argument("--trainers", default=",".join(TRAINERS), help=f"subset of {','.join(TRAINERS)}")
+    ap.add_argument("--hf-files", action="store_true",
+                    help="also run HF's own file reader (Tokenizer.train; one sequence per line)")
+    ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--runs", type=int, default=1, help="runs per trainer; the fastest is reported")
+    ap.add_argument("--work-dir", type=Path, help="keep the trained files here (default: a temporary directory)")
+    ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--files", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return run_child(a)
+
+    names = [t for t in a.trainers.split(",") if t]
+    bad = set(names) - set(TRAINERS)
+    if bad:
+        ap.error(f"unknown trainer(s) {sorted(bad)}; choose from {', '.join(TRAINERS)}")
+    if a.hf_files:
+        names.append("hf-tokenizers-files")
+
+    docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb)
+    files = [str(d.path) for d in docs]
+    missing = [f for f in files[:1000] if not os.path.exists(f)]
+    if missing:
+        sys.exit(f"corpus text files missing, e.g. {missing[0]}; rebuild the corpus")
+
+    print("# Training benchmark\n")
+    _corpus.print_machine_facts(PACKAGES)
+    print(f"Input: {_corpus.describe_docs(docs)}, one file per document under {a.corpus / 'text'}\n")
+    print(f"Task: byte-level BPE, vocab {a.vocab_size}, GPT-2 pre-tokenization, special {SPECIAL}; "
+          f"each trainer in a fresh subprocess, fastest of {a.runs} run(s).\n")
+
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="tokpipe-bench-train-") as tmp:
+        work = a.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        files_list = work / "files.txt"
+        files_list.write_text("\n".join(files) + "\n")
+        results = []
+        for name in ["baseline"] + names:
+            best = None
+            for run in range(a.runs if name != "baseline" else 1):
+                log(f"training {name} (run {run + 1}) ...")
+                r = measure(name, a, files_list, work / name)
+                log(f"   {r.get('train_s', float('nan')):.1f} s train, {r['wall_s']:.1f} s wall, "
+                    f"{r['rss_mb']:.0f} MB peak RSS" + (f"  ERROR {r['error']}" if "error" in r else ""))
+                if "error" in r:
+                    best = r
+                    break
+                if best is None or r["train_s"] < best["train_s"]:
+                    best = r
+            results.append(best)
+
+        hf = next((r for r in results if r["trainer"] == "hf-tokenizers" and "error" not in r), None)
+        ref = read_merges(hf) if hf else None
+        for r in results:
+            if r["trainer"] == "baseline" or "error" in r:
+                continue
+            got = read_merges(r)
+            if ref is not None and got is not None:
+                r["vs_hf"] = compare_merges(ref, got)
+
+    # ---- report
+    print("## Results\n")
+    print("| trainer | train s | wall s | CPU s | peak RSS MB | x HF time | x HF RSS | vocab | merges same rank as HF "
+          "| first diff | common |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        if r["trainer"] == "baseline":
+            print(f"| python baseline | - | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rss_mb']:.0f} | | | | | | |")
+            continue
+        if "error" in r:
+            print(f"| {r['trainer']} | failed | | | | | | | | | |")
+            notes.append(f"{r['trainer']}: failed: {r['error']}")
+            continue
+        tx = f"{hf['train_s'] / r['train_s']:.2f}" if hf else "n/a"
+        mx = f"{r['rss_mb'] / hf['rss_mb']:.2f}" if hf else "n/a"
+        v = r.get("vs_hf")
+        m = (f"{v['same_rank']}/{v['merges']} | {v['first_diff']} | {v['common']}" if v else "n/a | n/a | n/a")
+        print(f"| {r['trainer']} | {r['train_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rss_mb']:.0f} | "
+              f"{tx} | {mx} | {r.get('vocab_size') or '?'} | {m} |")
+        if v and v["example"]:
+            e = v["example"]
+            notes.append(f"{r['trainer']}: first merge differing from HF at rank {e['rank']}: "
+                         f"HF {e['hf']!r} vs {e['got']!r} (byte-level symbols)")
+    print()
+    print(f"- load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    if notes:
+        print("## Notes\n")
+        for n in notes:
+            print(f"- {n}")
+        print()
+    if a.json:
+        a.json.write_text(json.dumps({"machine": dict(_corpus.machine_facts(PACKAGES)),
+                                      "input": _corpus.describe_docs(docs), "results": results, "notes": notes},
+                                     indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
