@@ -203,16 +203,19 @@ fn ascii_letters(b: &[u8], mut i: usize, lower: bool) -> usize {
     i
 }
 
+/// `\p{L}++`: the SWAR skip for the ASCII part, then the general loop for the rest.
 #[inline(always)]
 fn letters(b: &[u8], i: usize) -> usize {
     run(b, ascii_letters(b, i, false), |c| c & L != 0)
 }
 
+/// o200k's `[W]+` / `[W]*` run; in ASCII only lowercase letters are `[W]`.
 #[inline(always)]
 fn lowers(b: &[u8], i: usize) -> usize {
     run(b, ascii_letters(b, i, true), |c| c & LO != 0)
 }
 
+/// `[^\s\p{L}\p{N}]++`: punctuation, symbols, controls and marks.
 #[inline(always)]
 fn others(b: &[u8], i: usize) -> usize {
     run(b, i, |c| c & WLN == 0)
@@ -251,6 +254,8 @@ struct WsRun {
     nl_end: usize,
 }
 
+/// One pass over a whitespace run collects everything the three whitespace branches decide on,
+/// so trying them in order costs no rescans.
 #[inline(always)]
 fn ws_run(b: &[u8], i: usize) -> WsRun {
     let (mut q, mut last, mut nl_end) = (i, i, 0);
@@ -323,6 +328,8 @@ pub fn gpt2<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
     }
 }
 
+/// End of the piece starting at `i`. Branches in the pattern's order; a leading space joins the
+/// run of the non-space class after it, else whitespace runs give back their last char.
 #[inline(always)]
 fn gpt2_piece(b: &[u8], i: usize) -> usize {
     let x = b[i];
@@ -375,6 +382,8 @@ pub fn cl100k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
     }
 }
 
+/// End of the piece starting at `i`. Unlike GPT-2, any char but a newline, letter or digit can
+/// prefix a word, digits come in threes, and newlines end whitespace and punctuation pieces.
 #[inline(always)]
 fn cl100k_piece(b: &[u8], i: usize) -> usize {
     let x = b[i];
@@ -479,6 +488,8 @@ fn o200k_word(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
     end.map(|e| e + contraction_fold(b, e))
 }
 
+/// End of the piece starting at `i`. The word branches come first (with their case classes and
+/// contraction suffix), so they are tried before digits, punctuation and whitespace.
 #[inline(always)]
 fn o200k_piece(b: &[u8], i: usize) -> usize {
     let x = b[i];
