@@ -152,6 +152,13 @@ CHILDREN = {"hf-tokenizers": child_hf, "gigatoken": child_gigatoken, "tokpipe": 
 
 
 def run_child(a):
+    if a.child == "list":
+        # runs in its own process so that the parent never holds the corpus: a child's
+        # ru_maxrss starts from the parent's high-water mark (fork/vfork until exec)
+        docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb, keep_text=False)
+        Path(a.files).write_text("".join(f"{d.path}\n" for d in docs))
+        print(json.dumps({"describe": _corpus.describe_docs(docs), "n": len(docs)}), flush=True)
+        return
     files = Path(a.files).read_text().splitlines()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,6 +214,38 @@ def compare_merges(ref, got) -> dict:
             "example": None if first >= min(len(ref), len(got)) else {"rank": first, "hf": ref[first], "got": got[first]}}
 
 
+def run_all(a, names: list[str], files_list: Path, work: Path) -> list[dict]:
+    results = []
+    for name in ["baseline"] + names:
+        best = None
+        for run in range(a.runs if name != "baseline" else 1):
+            log(f"training {name} (run {run + 1}) ...")
+            r = measure(name, a, files_list, work / name.replace("/", "-"))
+            log(f"   {r.get('train_s', float('nan')):.1f} s train, {r['wall_s']:.1f} s wall, "
+                f"{r['rss_mb']:.0f} MB peak RSS" + (f"  ERROR {r['error']}" if "error" in r else ""))
+            if "error" in r:
+                best = r
+                break
+            if best is None or r["train_s"] < best["train_s"]:
+                best = r
+        results.append(best)
+    return results
+
+
+def compare_with_hf(results: list[dict]) -> dict[str, dict]:
+    """Adds "vs_hf" to every result; returns HF's result per input mode."""
+    hf = {r["trainer"].split("/")[1]: r for r in results
+          if r["trainer"].startswith("hf-tokenizers/") and "error" not in r}
+    refs = {mode: read_merges(r) for mode, r in hf.items()}
+    for r in results:
+        if r["trainer"] == "baseline" or "error" in r:
+            continue
+        ref, got = refs.get(r["trainer"].split("/")[1]), read_merges(r)
+        if ref is not None and got is not None:
+            r["vs_hf"] = compare_merges(ref, got)
+    return hf
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="BPE training (32k vocab) wall time and peak RSS of tokpipe vs HF tokenizers and gigatoken, "
@@ -244,48 +283,29 @@ def main(argv=None):
     runs = [f"{lib}/{mode}" for mode in inputs for lib in sorted(names, key=lambda n: n != "hf-tokenizers")
             if mode in SUPPORTED[lib]]
 
-    docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb)
-    files = [str(d.path) for d in docs]
-    missing = [f for f in files[:1000] if not os.path.exists(f)]
-    if missing:
-        sys.exit(f"corpus text files missing, e.g. {missing[0]}; rebuild the corpus")
-
-    print("# Training benchmark\n")
-    _corpus.print_machine_facts(PACKAGES)
-    print(f"Input: {_corpus.describe_docs(docs)}, one file per document under {a.corpus / 'text'}\n")
-    print(f"Task: byte-level BPE, vocab {a.vocab_size}, GPT-2 pre-tokenization, special {SPECIAL}; "
-          f"each trainer in a fresh subprocess, fastest of {a.runs} run(s).\n")
-
+    _corpus.check_corpus(a.corpus)
     notes = []
     with tempfile.TemporaryDirectory(prefix="tokpipe-bench-train-") as tmp:
         work = a.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         files_list = work / "files.txt"
-        files_list.write_text("\n".join(files) + "\n")
-        results = []
-        for name in ["baseline"] + runs:
-            best = None
-            for run in range(a.runs if name != "baseline" else 1):
-                log(f"training {name} (run {run + 1}) ...")
-                r = measure(name, a, files_list, work / name.replace("/", "-"))
-                log(f"   {r.get('train_s', float('nan')):.1f} s train, {r['wall_s']:.1f} s wall, "
-                    f"{r['rss_mb']:.0f} MB peak RSS" + (f"  ERROR {r['error']}" if "error" in r else ""))
-                if "error" in r:
-                    best = r
-                    break
-                if best is None or r["train_s"] < best["train_s"]:
-                    best = r
-            results.append(best)
+        # the document list comes from a child, keeping this process (and so every child's RSS floor) small
+        listing = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "list", "--files",
+                                  str(files_list), "--corpus", str(a.corpus), "--sources", a.sources,
+                                  "--max-mb", str(a.max_mb)], stdout=subprocess.PIPE, check=True, text=True)
+        info = json.loads(listing.stdout.strip().splitlines()[-1])
+        with open(files_list) as f:
+            missing = [p for p, _ in zip(map(str.strip, f), range(1000)) if not os.path.exists(p)]
+        if missing:
+            sys.exit(f"corpus text files missing, e.g. {missing[0]}; rebuild the corpus")
+        results = run_all(a, runs, files_list, work)
+        hf = compare_with_hf(results)
 
-        hf = {r["trainer"].split("/")[1]: r for r in results
-              if r["trainer"].startswith("hf-tokenizers/") and "error" not in r}
-        refs = {mode: read_merges(r) for mode, r in hf.items()}
-        for r in results:
-            if r["trainer"] == "baseline" or "error" in r:
-                continue
-            ref, got = refs.get(r["trainer"].split("/")[1]), read_merges(r)
-            if ref is not None and got is not None:
-                r["vs_hf"] = compare_merges(ref, got)
+    print("# Training benchmark\n")
+    _corpus.print_machine_facts(PACKAGES)
+    print(f"Input: {info['describe']}, one file per document under {a.corpus / 'text'}\n")
+    print(f"Task: byte-level BPE, vocab {a.vocab_size}, GPT-2 pre-tokenization, special {SPECIAL}; "
+          f"each trainer in a fresh subprocess, fastest of {a.runs} run(s).\n")
 
     # ---- report
     print("## Results\n")
@@ -322,7 +342,7 @@ def main(argv=None):
         print()
     if a.json:
         a.json.write_text(json.dumps({"machine": dict(_corpus.machine_facts(PACKAGES)),
-                                      "input": _corpus.describe_docs(docs), "results": results, "notes": notes},
+                                      "input": info["describe"], "results": results, "notes": notes},
                                      indent=1, default=str))
 
 
