@@ -34,12 +34,9 @@ class Doc:
     index: int  # line number in docs.jsonl, also the name of its text/ file
     id: str
     source: str
-    text: str
+    nbytes: int  # UTF-8 bytes of the text
     path: Path  # DIR/text/{index:06d}.txt, the same text as a file
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.text.encode("utf-8"))
+    text: str = ""  # empty when loaded with keep_text=False
 
 
 def check_corpus(corpus: Path) -> Path:
@@ -65,12 +62,13 @@ def source_sizes(corpus: Path) -> dict[str, float]:
     return sizes
 
 
-def load_docs(corpus: Path, sources=DEFAULT_SOURCES, max_mb: float = 0.0) -> list[Doc]:
+def load_docs(corpus: Path, sources=DEFAULT_SOURCES, max_mb: float = 0.0, keep_text: bool = True) -> list[Doc]:
     """The documents of ``sources``, in corpus order.
 
     With ``max_mb`` > 0, every source contributes its first documents up to
     its share of ``max_mb`` (shares proportional to the sources' sizes), so
     a smaller run keeps the same mix of document kinds. Deterministic.
+    With ``keep_text=False`` only the metadata and file paths are kept.
     """
     corpus = check_corpus(corpus)
     wanted = set(sources)
@@ -95,7 +93,9 @@ def load_docs(corpus: Path, sources=DEFAULT_SOURCES, max_mb: float = 0.0) -> lis
                 continue
             if budget is not None and used[s] >= budget[s]:
                 continue
-            doc = Doc(n, d["id"], s, d["text"], corpus / "text" / f"{n:06d}.txt")
+            text = d["text"]
+            doc = Doc(n, d["id"], s, len(text.encode("utf-8")), corpus / "text" / f"{n:06d}.txt",
+                      text if keep_text else "")
             used[s] += doc.nbytes
             docs.append(doc)
     if not docs:

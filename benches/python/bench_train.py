@@ -6,20 +6,29 @@ What is measured
 Every trainer learns a byte-level BPE vocabulary of --vocab-size (32000)
 entries, GPT-2 pre-tokenization, special token <|endoftext|>, from the
 benchmark corpus's linux-rst, python-txt, gcide and fortunes-zh documents
-(about 77 MB in 137k files under CORPUS/text/, one document a file):
+(about 77 MB in 137k files under CORPUS/text/, one document a file).
 
-  hf-tokenizers  tokenizers.Tokenizer(models.BPE()) with the ByteLevel
-                 pre-tokenizer and BpeTrainer(min_frequency=2,
-                 initial_alphabet=ByteLevel.alphabet()), fed the files'
-                 contents one document at a time (train_from_iterator).
-                 HF's own file reader (Tokenizer.train) makes every *line*
-                 a sequence, so it would see different pre-tokens around
-                 newlines than trainers that read a file as one document;
-                 --hf-files adds that variant as an extra row.
-  gigatoken      gigatoken.train_bpe(TextFileSource(files), ...), its file
-                 reader with no separator: one document a file.
-  tokpipe        tokpipe.train_bpe(files, vocab_size, pattern="gpt2",
-                 special_tokens=("<|endoftext|>",), min_frequency=2).
+"The same text" has two readings, and the trainers' file readers differ:
+HF's (Tokenizer.train) and tokpipe's make every *line* of a file a
+sequence; gigatoken's (TextFileSource without separator) makes every
+file one sequence. Pre-tokens differ around newlines between the two, so
+the runs come in two groups (--inputs), compared only within a group:
+
+  lines  the files, through the trainer's own file reader:
+           hf-tokenizers/lines  Tokenizer.train(files, BpeTrainer)
+           tokpipe/lines        tokpipe.train_bpe(files, ...)
+  docs   one sequence per document:
+           hf-tokenizers/docs   Tokenizer.train_from_iterator(documents)
+           tokpipe/docs         tokpipe.train_bpe(documents, ...)
+           gigatoken/docs       gigatoken.train_bpe(TextFileSource(files))
+         where `documents` is a generator reading each file whole.
+
+HF: Tokenizer(models.BPE()) with the ByteLevel(add_prefix_space=False)
+pre-tokenizer, BpeTrainer(min_frequency=2, special_tokens=[...],
+initial_alphabet=ByteLevel.alphabet()). tokpipe: train_bpe(...,
+pattern="gpt2", special_tokens=("<|endoftext|>",), min_frequency=2,
+show_progress=False). gigatoken: train_bpe(source, vocab_size,
+["<|endoftext|>"]) (HF tie-breaking is its default; no min_frequency).
 
 Each trainer runs in its own fresh Python subprocess, one after another, so
 its peak RSS (ru_maxrss from os.wait4 on that child) is its own: the
@@ -30,7 +39,8 @@ whole child process; "CPU s" is user+sys of the child (more than wall
 means it trained on several cores; all trainers may use every core).
 A "python baseline" row shows the RSS of a child that trains nothing.
 
-Merges: each trainer's merge list is compared with HF's, rank by rank:
+Merges: each trainer's merge list is compared with HF's in the same
+input group, rank by rank:
 "same rank" counts positions where both learned the same pair, "first
 diff" is the first rank where they differ (= length of the identical
 prefix), "common" is the size of the intersection as sets. tokpipe's
@@ -58,6 +68,9 @@ import _corpus  # noqa: E402
 
 PACKAGES = ("tokpipe", "tokenizers", "gigatoken")
 TRAINERS = ("hf-tokenizers", "gigatoken", "tokpipe")
+INPUTS = ("lines", "docs")
+# which input modes each library's trainer is run in (see the module docstring)
+SUPPORTED = {"hf-tokenizers": ("lines", "docs"), "tokpipe": ("lines", "docs"), "gigatoken": ("docs",)}
 SPECIAL = "<|endoftext|>"
 
 
@@ -81,7 +94,13 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-def child_hf(files, out: Path, a, from_files: bool):
+def _documents(files):
+    for p in files:
+        with open(p, encoding="utf-8", newline="") as f:  # no newline translation
+            yield f.read()
+
+
+def child_hf(files, out: Path, a, inputs: str):
     from tokenizers import Tokenizer, decoders, models, trainers
     from tokenizers.pre_tokenizers import ByteLevel
 
@@ -90,26 +109,22 @@ def child_hf(files, out: Path, a, from_files: bool):
     tk.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=a.vocab_size, min_frequency=2, special_tokens=[SPECIAL],
                                   initial_alphabet=ByteLevel.alphabet(), show_progress=False)
-
-    def documents():
-        for p in files:
-            with open(p, encoding="utf-8", newline="") as f:  # no newline translation
-                yield f.read()
-
     t0 = time.perf_counter()
-    if from_files:
-        tk.train(files, trainer)
+    if inputs == "lines":
+        tk.train(files, trainer)  # HF's file reader: every line (with its newline) a sequence
     else:
-        tk.train_from_iterator(documents(), trainer, length=len(files))
+        tk.train_from_iterator(_documents(files), trainer, length=len(files))
     dt = time.perf_counter() - t0
     tk.save(str(out / "tokenizer.json"))
     return dt, tk.get_vocab_size()
 
 
-def child_gigatoken(files, out: Path, a):
+def child_gigatoken(files, out: Path, a, inputs: str):
     import gigatoken
 
+    assert inputs == "docs"
     t0 = time.perf_counter()
+    # its file reader without a separator: each file one document
     vocab, merges = gigatoken.train_bpe(gigatoken.TextFileSource(files), a.vocab_size, [SPECIAL])
     dt = time.perf_counter() - t0
     b2u = _bytes_to_unicode()
@@ -118,11 +133,14 @@ def child_gigatoken(files, out: Path, a):
     return dt, len(vocab)
 
 
-def child_tokpipe(files, out: Path, a):
+def child_tokpipe(files, out: Path, a, inputs: str):
     import tokpipe
 
+    # a list of paths: its file reader (one sequence per line, like HF's);
+    # a generator of strings: each string one sequence
+    source = files if inputs == "lines" else _documents(files)
     t0 = time.perf_counter()
-    tok = tokpipe.train_bpe(files, vocab_size=a.vocab_size, pattern="gpt2", special_tokens=(SPECIAL,),
+    tok = tokpipe.train_bpe(source, vocab_size=a.vocab_size, pattern="gpt2", special_tokens=(SPECIAL,),
                             min_frequency=2, show_progress=False)
     dt = time.perf_counter() - t0
     tok.save(str(out / "tokenizer.json"))
@@ -130,22 +148,25 @@ def child_tokpipe(files, out: Path, a):
     return dt, size() if callable(size) else size
 
 
+CHILDREN = {"hf-tokenizers": child_hf, "gigatoken": child_gigatoken, "tokpipe": child_tokpipe}
+
+
 def run_child(a):
+    if a.child == "list":
+        # runs in its own process so that the parent never holds the corpus: a child's
+        # ru_maxrss starts from the parent's high-water mark (fork/vfork until exec)
+        docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb, keep_text=False)
+        Path(a.files).write_text("".join(f"{d.path}\n" for d in docs))
+        print(json.dumps({"describe": _corpus.describe_docs(docs), "n": len(docs)}), flush=True)
+        return
     files = Path(a.files).read_text().splitlines()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     if a.child == "baseline":
         dt, size = 0.0, None
-    elif a.child == "hf-tokenizers":
-        dt, size = child_hf(files, out, a, from_files=False)
-    elif a.child == "hf-tokenizers-files":
-        dt, size = child_hf(files, out, a, from_files=True)
-    elif a.child == "gigatoken":
-        dt, size = child_gigatoken(files, out, a)
-    elif a.child == "tokpipe":
-        dt, size = child_tokpipe(files, out, a)
     else:
-        raise SystemExit(f"unknown trainer {a.child}")
+        lib, inputs = a.child.split("/")
+        dt, size = CHILDREN[lib](files, out, a, inputs)
     print(json.dumps({"train_s": dt, "vocab_size": size}), flush=True)
 
 
@@ -193,6 +214,38 @@ def compare_merges(ref, got) -> dict:
             "example": None if first >= min(len(ref), len(got)) else {"rank": first, "hf": ref[first], "got": got[first]}}
 
 
+def run_all(a, names: list[str], files_list: Path, work: Path) -> list[dict]:
+    results = []
+    for name in ["baseline"] + names:
+        best = None
+        for run in range(a.runs if name != "baseline" else 1):
+            log(f"training {name} (run {run + 1}) ...")
+            r = measure(name, a, files_list, work / name.replace("/", "-"))
+            log(f"   {r.get('train_s', float('nan')):.1f} s train, {r['wall_s']:.1f} s wall, "
+                f"{r['rss_mb']:.0f} MB peak RSS" + (f"  ERROR {r['error']}" if "error" in r else ""))
+            if "error" in r:
+                best = r
+                break
+            if best is None or r["train_s"] < best["train_s"]:
+                best = r
+        results.append(best)
+    return results
+
+
+def compare_with_hf(results: list[dict]) -> dict[str, dict]:
+    """Adds "vs_hf" to every result; returns HF's result per input mode."""
+    hf = {r["trainer"].split("/")[1]: r for r in results
+          if r["trainer"].startswith("hf-tokenizers/") and "error" not in r}
+    refs = {mode: read_merges(r) for mode, r in hf.items()}
+    for r in results:
+        if r["trainer"] == "baseline" or "error" in r:
+            continue
+        ref, got = refs.get(r["trainer"].split("/")[1]), read_merges(r)
+        if ref is not None and got is not None:
+            r["vs_hf"] = compare_merges(ref, got)
+    return hf
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="BPE training (32k vocab) wall time and peak RSS of tokpipe vs HF tokenizers and gigatoken, "
@@ -205,8 +258,9 @@ def main(argv=None):
     ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES), help="corpus sources to train on")
     ap.add_argument("--max-mb", type=float, default=0, help="use about this many MB (same mix of sources); 0: all")
     ap.add_argument("--trainers", default=",".join(TRAINERS), help=f"subset of {','.join(TRAINERS)}")
-    ap.add_argument("--hf-files", action="store_true",
-                    help="also run HF's own file reader (Tokenizer.train; one sequence per line)")
+    ap.add_argument("--inputs", default=",".join(INPUTS),
+                    help="lines: the files, one sequence per line (HF's and tokpipe's file readers); "
+                         "docs: one sequence per document (file)")
     ap.add_argument("--vocab-size", type=int, default=32000)
     ap.add_argument("--runs", type=int, default=1, help="runs per trainer; the fastest is reported")
     ap.add_argument("--work-dir", type=Path, help="keep the trained files here (default: a temporary directory)")
@@ -222,50 +276,36 @@ def main(argv=None):
     bad = set(names) - set(TRAINERS)
     if bad:
         ap.error(f"unknown trainer(s) {sorted(bad)}; choose from {', '.join(TRAINERS)}")
-    if a.hf_files:
-        names.append("hf-tokenizers-files")
+    inputs = [i for i in a.inputs.split(",") if i]
+    if set(inputs) - set(INPUTS):
+        ap.error(f"unknown input mode(s) {sorted(set(inputs) - set(INPUTS))}; choose from {', '.join(INPUTS)}")
+    # HF first in each group: it is the reference for ratios and merges
+    runs = [f"{lib}/{mode}" for mode in inputs for lib in sorted(names, key=lambda n: n != "hf-tokenizers")
+            if mode in SUPPORTED[lib]]
 
-    docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb)
-    files = [str(d.path) for d in docs]
-    missing = [f for f in files[:1000] if not os.path.exists(f)]
-    if missing:
-        sys.exit(f"corpus text files missing, e.g. {missing[0]}; rebuild the corpus")
-
-    print("# Training benchmark\n")
-    _corpus.print_machine_facts(PACKAGES)
-    print(f"Input: {_corpus.describe_docs(docs)}, one file per document under {a.corpus / 'text'}\n")
-    print(f"Task: byte-level BPE, vocab {a.vocab_size}, GPT-2 pre-tokenization, special {SPECIAL}; "
-          f"each trainer in a fresh subprocess, fastest of {a.runs} run(s).\n")
-
+    _corpus.check_corpus(a.corpus)
     notes = []
     with tempfile.TemporaryDirectory(prefix="tokpipe-bench-train-") as tmp:
         work = a.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         files_list = work / "files.txt"
-        files_list.write_text("\n".join(files) + "\n")
-        results = []
-        for name in ["baseline"] + names:
-            best = None
-            for run in range(a.runs if name != "baseline" else 1):
-                log(f"training {name} (run {run + 1}) ...")
-                r = measure(name, a, files_list, work / name)
-                log(f"   {r.get('train_s', float('nan')):.1f} s train, {r['wall_s']:.1f} s wall, "
-                    f"{r['rss_mb']:.0f} MB peak RSS" + (f"  ERROR {r['error']}" if "error" in r else ""))
-                if "error" in r:
-                    best = r
-                    break
-                if best is None or r["train_s"] < best["train_s"]:
-                    best = r
-            results.append(best)
+        # the document list comes from a child, keeping this process (and so every child's RSS floor) small
+        listing = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "list", "--files",
+                                  str(files_list), "--corpus", str(a.corpus), "--sources", a.sources,
+                                  "--max-mb", str(a.max_mb)], stdout=subprocess.PIPE, check=True, text=True)
+        info = json.loads(listing.stdout.strip().splitlines()[-1])
+        with open(files_list) as f:
+            missing = [p for p, _ in zip(map(str.strip, f), range(1000)) if not os.path.exists(p)]
+        if missing:
+            sys.exit(f"corpus text files missing, e.g. {missing[0]}; rebuild the corpus")
+        results = run_all(a, runs, files_list, work)
+        hf = compare_with_hf(results)
 
-        hf = next((r for r in results if r["trainer"] == "hf-tokenizers" and "error" not in r), None)
-        ref = read_merges(hf) if hf else None
-        for r in results:
-            if r["trainer"] == "baseline" or "error" in r:
-                continue
-            got = read_merges(r)
-            if ref is not None and got is not None:
-                r["vs_hf"] = compare_merges(ref, got)
+    print("# Training benchmark\n")
+    _corpus.print_machine_facts(PACKAGES)
+    print(f"Input: {info['describe']}, one file per document under {a.corpus / 'text'}\n")
+    print(f"Task: byte-level BPE, vocab {a.vocab_size}, GPT-2 pre-tokenization, special {SPECIAL}; "
+          f"each trainer in a fresh subprocess, fastest of {a.runs} run(s).\n")
 
     # ---- report
     print("## Results\n")
@@ -280,8 +320,9 @@ def main(argv=None):
             print(f"| {r['trainer']} | failed | | | | | | | | | |")
             notes.append(f"{r['trainer']}: failed: {r['error']}")
             continue
-        tx = f"{hf['train_s'] / r['train_s']:.2f}" if hf else "n/a"
-        mx = f"{r['rss_mb'] / hf['rss_mb']:.2f}" if hf else "n/a"
+        h = hf.get(r["trainer"].split("/")[1])
+        tx = f"{h['train_s'] / r['train_s']:.2f}" if h else "n/a"
+        mx = f"{r['rss_mb'] / h['rss_mb']:.2f}" if h else "n/a"
         v = r.get("vs_hf")
         m = (f"{v['same_rank']}/{v['merges']} | {v['first_diff']} | {v['common']}" if v else "n/a | n/a | n/a")
         print(f"| {r['trainer']} | {r['train_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rss_mb']:.0f} | "
@@ -291,7 +332,9 @@ def main(argv=None):
             notes.append(f"{r['trainer']}: first merge differing from HF at rank {e['rank']}: "
                          f"HF {e['hf']!r} vs {e['got']!r} (byte-level symbols)")
     print()
-    print(f"- load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    print("trainer/lines: the files, one sequence per line (with its newline); trainer/docs: one sequence "
+          "per document. Ratios and merges compare with HF in the same input mode.\n")
+    print(f"Load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     if notes:
         print("## Notes\n")
         for n in notes:
@@ -299,7 +342,7 @@ def main(argv=None):
         print()
     if a.json:
         a.json.write_text(json.dumps({"machine": dict(_corpus.machine_facts(PACKAGES)),
-                                      "input": _corpus.describe_docs(docs), "results": results, "notes": notes},
+                                      "input": info["describe"], "results": results, "notes": notes},
                                      indent=1, default=str))
 
 
