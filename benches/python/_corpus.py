@@ -161,3 +161,21 @@ def print_machine_facts(packages=()) -> None:
     for k, v in machine_facts(packages):
         print(f"- {k}: {v}")
     print()
+
+
+def log(*a) -> None:
+    """Progress messages go to stderr so stdout stays the report."""
+    print(*a, file=sys.stderr, flush=True)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (HF ByteLevel), for building peer vocab files."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))

@@ -86,25 +86,13 @@ EXPECTED_SHA256 = {
 }
 
 
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+log = _corpus.log
 
 
 # --------------------------------------------------------------------------
 # vocabularies
 # --------------------------------------------------------------------------
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table (HF ByteLevel)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def _split_in_two(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
@@ -216,7 +204,7 @@ class Vocab:
                 tk = Tokenizer(models.BPE.from_file(str(self.encoder_json), str(self.vocab_bpe)))
                 tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
             else:
-                b2u = _bytes_to_unicode()
+                b2u = _corpus.bytes_to_unicode()
                 u = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
                 merges = []
                 for tok, rank in sorted(self.ranks.items(), key=lambda x: x[1]):

@@ -74,24 +74,13 @@ SUPPORTED = {"hf-tokenizers": ("lines", "docs"), "tokpipe": ("lines", "docs"), "
 SPECIAL = "<|endoftext|>"
 
 
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+log = _corpus.log
 
 
 # --------------------------------------------------------------------------
 # children: one trainer each; print one JSON line on stdout
 # --------------------------------------------------------------------------
 
-def _bytes_to_unicode() -> dict[int, str]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
 
 
 def _documents(files):
@@ -127,7 +116,7 @@ def child_gigatoken(files, out: Path, a, inputs: str):
     # its file reader without a separator: each file one document
     vocab, merges = gigatoken.train_bpe(gigatoken.TextFileSource(files), a.vocab_size, [SPECIAL])
     dt = time.perf_counter() - t0
-    b2u = _bytes_to_unicode()
+    b2u = _corpus.bytes_to_unicode()
     u = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
     (out / "merges.json").write_text(json.dumps([[u(l), u(r)] for l, r in merges], ensure_ascii=False))
     return dt, len(vocab)
