@@ -1,0 +1,398 @@
+//! The merge loop: learns merges from counted pre-tokens exactly as HF `tokenizers`'
+//! `BpeTrainer` does, with a leaner memory layout.
+//!
+//! The algorithm (HF's, kept step for step because its quirks decide the output):
+//! - Every distinct pre-token is a word of symbol ids with a count. Pair counts are the
+//!   count-weighted number of adjacent occurrences.
+//! - A max-heap holds candidates `(count, pair, words)`: a pair, its count when queued, and the
+//!   words to rewrite when it wins. It pops the highest count, ties going to the smaller
+//!   `(left, right)`. Counts are updated lazily: a popped candidate whose count differs from
+//!   the pair's current count is queued again with the current count (the words kept).
+//! - Training stops when the vocabulary reaches its size, the queue is empty, or the winning
+//!   count is 0 or below `min_frequency`.
+//! - The winning pair becomes a token (an already existing token when its bytes were made
+//!   before, so one token can come from two merges), and every listed word is rewritten left
+//!   to right without overlaps (`a a a` with `(a, a)` becomes `aa a`).
+//! - Each rewrite reports its neighbours' changes: the pairs it breaks lose the word's count,
+//!   the pairs it makes gain it. The merged pair itself is *not* decremented (HF does not),
+//!   which only matters when the same pair is queued again later. Gained pairs are queued as
+//!   new candidates listing just the words where they were made, even if the pair already has
+//!   a candidate: a pair can thus be merged twice, each time in its own words; the model keeps
+//!   the later priority (see [`super::dedup_merges`]).
+//! - With `max_token_length`, a made pair is only counted if its two parts are together
+//!   shorter than that many characters (HF's strict `<`), so it can never win.
+//!
+//! Layout: words are runs of `u32` in one flat vector (a length, then the symbols), rewritten
+//! in place; candidates list word indices as sorted `u32`s. Rewrites touching many words are
+//! spread over rayon threads, each gathering its own count changes, which are then summed; the
+//! result does not depend on the thread count.
+
+use super::piece_counter::PieceCounter;
+use crate::pre_tokenizers::byte_level;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Rewrites touching at least this many words run in parallel; below it the threads' setup
+/// and the summing of their changes cost more than they save.
+const PARALLEL_MIN_WORDS: usize = 2048;
+
+#[inline]
+fn pack(left: u32, right: u32) -> u64 {
+    ((left as u64) << 32) | right as u64
+}
+
+#[inline]
+fn unpack(pair: u64) -> (u32, u32) {
+    ((pair >> 32) as u32, pair as u32)
+}
+
+/// Every token's bytes and id, as they are assigned: special tokens, then the 256 byte-level
+/// characters by code point, then one token per merge whose bytes are new.
+#[derive(Debug)]
+pub(crate) struct TokenTable {
+    ids: FxHashMap<Box<[u8]>, u32>,
+    /// id -> bytes; `None` for a special token whose text is not made of byte-level characters
+    /// (it can never equal an ordinary token).
+    bytes: Vec<Option<Box<[u8]>>>,
+    /// id -> length in byte-level characters (= bytes), for `max_token_length`.
+    lens: Vec<u32>,
+    /// Whether the id is an ordinary token (a byte or a merge result). A special token whose
+    /// text spells an ordinary token in byte-level characters is both, as in HF.
+    ordinary: Vec<bool>,
+}
+
+impl TokenTable {
+    pub(crate) fn new(special_tokens: &[String]) -> Self {
+        let mut table = TokenTable { ids: FxHashMap::default(), bytes: Vec::new(), lens: Vec::new(), ordinary: Vec::new() };
+        for special in special_tokens {
+            let id = table.bytes.len() as u32;
+            // HF keeps one string -> id map for all tokens, with ordinary tokens written in
+            // byte-level characters; a special token spelled in those characters is therefore
+            // the same entry as the ordinary token with those bytes.
+            let bytes = byte_level::decode(special).map(Vec::into_boxed_slice);
+            if let Some(b) = &bytes {
+                table.ids.insert(b.clone(), id);
+            }
+            table.lens.push(bytes.as_ref().map_or(0, |b| b.len() as u32));
+            table.bytes.push(bytes);
+            table.ordinary.push(false);
+        }
+        let mut alphabet: Vec<u8> = (0..=255).collect();
+        alphabet.sort_by_key(|&b| byte_level::byte_char(b) as u32);
+        for b in alphabet {
+            table.intern(&[b]);
+        }
+        table
+    }
+
+    /// Distinct tokens so far (HF's vocabulary size during training).
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The id of the token with these bytes, made if new.
+    fn intern(&mut self, bytes: &[u8]) -> u32 {
+        let id = match self.ids.get(bytes) {
+            Some(&id) => id,
+            None => {
+                let id = self.bytes.len() as u32;
+                self.ids.insert(bytes.into(), id);
+                self.bytes.push(Some(bytes.into()));
+                self.lens.push(bytes.len() as u32);
+                self.ordinary.push(false);
+                id
+            }
+        };
+        self.ordinary[id as usize] = true;
+        id
+    }
+
+    fn concat(&mut self, left: u32, right: u32) -> u32 {
+        let get = |id: u32| self.bytes[id as usize].as_deref().expect("merged tokens are ordinary");
+        let joined = [get(left), get(right)].concat();
+        self.intern(&joined)
+    }
+
+    pub(crate) fn byte_ids(&self) -> [u32; 256] {
+        std::array::from_fn(|b| self.ids[&[b as u8][..]])
+    }
+
+    /// `(bytes, id)` of every ordinary token, in id order.
+    pub(crate) fn into_ordinary(self) -> Vec<(Vec<u8>, u32)> {
+        self.bytes
+            .into_iter()
+            .zip(self.ordinary)
+            .enumerate()
+            .filter_map(|(id, (bytes, ordinary))| ordinary.then(|| (bytes.expect("ordinary tokens have bytes").into_vec(), id as u32)))
+            .collect()
+    }
+}
+
+/// Training limits, as given to the trainer.
+pub(crate) struct MergeLimits {
+    pub vocab_size: usize,
+    pub min_frequency: u64,
+    /// In characters; `usize::MAX` for no limit.
+    pub max_token_length: usize,
+}
+
+/// A queued pair (HF's `Merge`): its count when queued and the words to rewrite.
+#[derive(Debug)]
+struct Candidate {
+    /// The count when queued, as HF keeps it (`u64`, a negative count would wrap).
+    count: u64,
+    pair: u64,
+    /// Queue order; only orders two candidates of the same pair and count, whose order HF
+    /// leaves to its heap's layout (either order gives the same merges in practice).
+    seq: u64,
+    words: Vec<u32>,
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Candidate {}
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Candidate {
+    /// Highest count first, then the smaller pair, then the older candidate.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.count.cmp(&other.count).then(other.pair.cmp(&self.pair)).then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// All words in one vector: word `w` is `symbols[starts[w]]` (its current length) followed by
+/// that many symbol ids; words only shrink, in place.
+struct Words {
+    symbols: Vec<u32>,
+    /// One entry per word plus the end.
+    starts: Vec<usize>,
+    counts: Vec<u64>,
+}
+
+/// One merge, as the word rewrite needs it.
+struct Rewrite<'a> {
+    left: u32,
+    right: u32,
+    new_id: u32,
+    lens: &'a [u32],
+    max_token_length: usize,
+}
+
+impl Rewrite<'_> {
+    #[inline]
+    fn counted(&self, a: u32, b: u32) -> bool {
+        (self.lens[a as usize] as usize) + (self.lens[b as usize] as usize) < self.max_token_length
+    }
+
+    /// Merges every `left right` in `word` (left to right, no overlaps), adding the count
+    /// changes of the neighbouring pairs to `deltas` and the pairs made to `made`.
+    #[inline]
+    fn apply(&self, word: &mut [u32], word_index: u32, weight: i64, deltas: &mut FxHashMap<u64, i64>, made: &mut Vec<(u64, u32)>) {
+        let len = word[0] as usize;
+        let syms = &mut word[1..=len];
+        // Words listed for a pair may no longer hold it; find the first match before writing.
+        let Some(first) = syms.windows(2).position(|w| w[0] == self.left && w[1] == self.right) else {
+            return;
+        };
+        let mut add = |pair: u64, d: i64| *deltas.entry(pair).or_insert(0) += d;
+        let (mut read, mut write) = (first, first);
+        while read < len {
+            if syms[read] == self.left && read + 1 < len && syms[read + 1] == self.right {
+                if write > 0 {
+                    // The symbol before, already rewritten if it was merged just now.
+                    let prev = syms[write - 1];
+                    add(pack(prev, self.left), -weight);
+                    if self.counted(prev, self.new_id) {
+                        add(pack(prev, self.new_id), weight);
+                        made.push((pack(prev, self.new_id), word_index));
+                    }
+                }
+                syms[write] = self.new_id;
+                if read + 2 < len {
+                    // The symbol after, not yet looked at.
+                    let next = syms[read + 2];
+                    add(pack(self.right, next), -weight);
+                    if self.counted(self.new_id, next) {
+                        add(pack(self.new_id, next), weight);
+                        made.push((pack(self.new_id, next), word_index));
+                    }
+                }
+                read += 2;
+            } else {
+                syms[write] = syms[read];
+                read += 1;
+            }
+            write += 1;
+        }
+        word[0] = write as u32;
+    }
+}
+
+/// Lets rayon threads rewrite different words of [`Words`] at the same time.
+struct SharedSymbols<'a> {
+    ptr: *mut u32,
+    starts: &'a [usize],
+}
+
+// SAFETY: the pointer is only turned into slices of distinct words (see `word`), so no two
+// threads ever touch the same memory.
+unsafe impl Sync for SharedSymbols<'_> {}
+
+impl SharedSymbols<'_> {
+    /// # Safety
+    /// No two slices for the same word may be alive at once. Candidates list strictly
+    /// increasing word indices, so handing each listed word to one thread upholds this.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn word(&self, w: u32) -> &mut [u32] {
+        let (start, end) = (self.starts[w as usize], self.starts[w as usize + 1]);
+        std::slice::from_raw_parts_mut(self.ptr.add(start), end - start)
+    }
+}
+
+impl Words {
+    fn word_mut(&mut self, w: u32) -> &mut [u32] {
+        let (start, end) = (self.starts[w as usize], self.starts[w as usize + 1]);
+        &mut self.symbols[start..end]
+    }
+
+    /// Applies `rewrite` to `listed` words (strictly increasing indices).
+    fn rewrite(&mut self, listed: &[u32], rewrite: &Rewrite, pair_counts: &mut FxHashMap<u64, i64>, made: &mut Vec<(u64, u32)>) {
+        debug_assert!(listed.windows(2).all(|w| w[0] < w[1]), "candidate word lists are strictly increasing");
+        let threads = rayon::current_num_threads();
+        if listed.len() < PARALLEL_MIN_WORDS || threads == 1 {
+            for &w in listed {
+                let weight = self.counts[w as usize] as i64;
+                rewrite.apply(self.word_mut(w), w, weight, pair_counts, made);
+            }
+            return;
+        }
+        let shared = SharedSymbols { ptr: self.symbols.as_mut_ptr(), starts: &self.starts };
+        let counts = &self.counts;
+        let chunk = listed.len().div_ceil(threads * 4);
+        let parts: Vec<(FxHashMap<u64, i64>, Vec<(u64, u32)>)> = listed
+            .par_chunks(chunk)
+            .map(|ws| {
+                let (mut deltas, mut made) = (FxHashMap::default(), Vec::new());
+                for &w in ws {
+                    // SAFETY: `listed` is strictly increasing, so every word is handed out once.
+                    let word = unsafe { shared.word(w) };
+                    rewrite.apply(word, w, counts[w as usize] as i64, &mut deltas, &mut made);
+                }
+                (deltas, made)
+            })
+            .collect();
+        for (deltas, part_made) in parts {
+            for (pair, d) in deltas {
+                *pair_counts.entry(pair).or_insert(0) += d;
+            }
+            made.extend(part_made);
+        }
+    }
+}
+
+/// Turns counted pieces into words and queues every byte pair (HF's `count_pairs`).
+fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> (Words, FxHashMap<u64, i64>, BinaryHeap<Candidate>) {
+    let n = pieces.len();
+    assert!(n < u32::MAX as usize, "more than 4 billion distinct pre-tokens");
+    let mut words = Words {
+        symbols: Vec::with_capacity(pieces.key_bytes() + n),
+        starts: Vec::with_capacity(n + 1),
+        counts: Vec::with_capacity(n),
+    };
+    // Every initial pair is two bytes, so dense tables indexed by `b0 << 8 | b1` replace maps.
+    let mut totals = vec![0i64; 1 << 16];
+    let mut word_counts = vec![0u32; 1 << 16];
+    let mut last_word = vec![u32::MAX; 1 << 16];
+    for (w, (piece, count)) in pieces.iter().enumerate() {
+        words.starts.push(words.symbols.len());
+        words.symbols.push(piece.len() as u32);
+        words.symbols.extend(piece.iter().map(|&b| byte_ids[b as usize]));
+        words.counts.push(count);
+        for pair in piece.windows(2) {
+            let i = (pair[0] as usize) << 8 | pair[1] as usize;
+            totals[i] += count as i64;
+            if last_word[i] != w as u32 {
+                last_word[i] = w as u32;
+                word_counts[i] += 1;
+            }
+        }
+    }
+    words.starts.push(words.symbols.len());
+    let mut listed: Vec<Vec<u32>> = word_counts.iter().map(|&c| Vec::with_capacity(c as usize)).collect();
+    last_word.fill(u32::MAX);
+    for (w, (piece, _)) in pieces.iter().enumerate() {
+        for pair in piece.windows(2) {
+            let i = (pair[0] as usize) << 8 | pair[1] as usize;
+            if last_word[i] != w as u32 {
+                last_word[i] = w as u32;
+                listed[i].push(w as u32);
+            }
+        }
+    }
+    let mut pair_counts = FxHashMap::default();
+    let mut queue = BinaryHeap::new();
+    for (i, words_of_pair) in listed.into_iter().enumerate() {
+        if totals[i] > 0 {
+            let pair = pack(byte_ids[i >> 8], byte_ids[i & 0xff]);
+            pair_counts.insert(pair, totals[i]);
+            queue.push(Candidate { count: totals[i] as u64, pair, seq: i as u64, words: words_of_pair });
+        }
+    }
+    (words, pair_counts, queue)
+}
+
+/// Learns merges from `pieces` (consumed: its memory is given back once the words are built),
+/// adding the new tokens to `tokens`. Returns every merge in the order made, repeats included.
+pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits: &MergeLimits, progress: &indicatif::ProgressBar) -> Vec<(u32, u32)> {
+    let (mut words, mut pair_counts, mut queue) = initial_state(&pieces, &tokens.byte_ids());
+    drop(pieces);
+    let mut next_seq = 1u64 << 16;
+    let mut merges = Vec::new();
+    let mut made: Vec<(u64, u32)> = Vec::new();
+    let start_len = tokens.len();
+    loop {
+        if tokens.len() >= limits.vocab_size {
+            break;
+        }
+        let Some(mut top) = queue.pop() else { break };
+        // As HF: a negative count would wrap to a huge one; queued pairs never go negative.
+        let current = pair_counts[&top.pair] as u64;
+        if top.count != current {
+            top.count = current;
+            queue.push(top);
+            continue;
+        }
+        if top.count < 1 || limits.min_frequency > top.count {
+            break;
+        }
+        let (left, right) = unpack(top.pair);
+        let new_id = tokens.concat(left, right);
+        merges.push((left, right));
+        let rewrite = Rewrite { left, right, new_id, lens: &tokens.lens, max_token_length: limits.max_token_length };
+        made.clear();
+        words.rewrite(&top.words, &rewrite, &mut pair_counts, &mut made);
+        drop(top);
+        // Queue each made pair once, with the words where it was made and its count after
+        // all of this merge's changes.
+        made.sort_unstable();
+        made.dedup();
+        for group in made.chunk_by(|a, b| a.0 == b.0) {
+            let pair = group[0].0;
+            let count = pair_counts[&pair];
+            if count > 0 {
+                queue.push(Candidate { count: count as u64, pair, seq: next_seq, words: group.iter().map(|&(_, w)| w).collect() });
+                next_seq += 1;
+            }
+        }
+        progress.set_position((tokens.len() - start_len) as u64);
+    }
+    merges
+}

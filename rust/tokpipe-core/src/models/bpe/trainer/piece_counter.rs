@@ -1,0 +1,101 @@
+//! Counting distinct pre-tokens (the trainer's "words").
+//!
+//! A corpus has tens of millions of pre-token occurrences but only a few million distinct
+//! ones, so the counter is built to cost nothing per occurrence beyond one hash and one probe:
+//! keys live back to back in one byte arena (no allocation per key, no per-key allocator
+//! overhead), and the table holds only where each key is and its count.
+
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+/// Where a key sits in the arena, and how often it was seen.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    start: u64,
+    len: u32,
+    count: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PieceCounter {
+    table: HashTable<Slot>,
+    arena: Vec<u8>,
+}
+
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(bytes)
+}
+
+#[inline]
+fn key_of<'a>(arena: &'a [u8], slot: &Slot) -> &'a [u8] {
+    &arena[slot.start as usize..slot.start as usize + slot.len as usize]
+}
+
+impl PieceCounter {
+    /// Adds `n` occurrences of `piece`.
+    #[inline]
+    pub(crate) fn add(&mut self, piece: &[u8], n: u64) {
+        let hash = hash_bytes(piece);
+        let arena = &self.arena;
+        if let Some(slot) = self.table.find_mut(hash, |s| key_of(arena, s) == piece) {
+            slot.count += n;
+            return;
+        }
+        // Pieces come from text cut at most at line length, far below 4 GiB.
+        let len = u32::try_from(piece.len()).expect("a pre-token longer than 4 GiB");
+        let slot = Slot { start: self.arena.len() as u64, len, count: n };
+        self.arena.extend_from_slice(piece);
+        let arena = &self.arena;
+        self.table.insert_unique(hash, slot, |s| hash_bytes(key_of(arena, s)));
+    }
+
+    /// Number of distinct pieces.
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bytes of all distinct pieces together.
+    pub(crate) fn key_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Adds every count of `other` to `self`; the bigger counter absorbs the smaller one.
+    pub(crate) fn absorb(&mut self, mut other: PieceCounter) {
+        if other.len() > self.len() {
+            std::mem::swap(self, &mut other);
+        }
+        self.table.reserve(other.len(), |s| hash_bytes(key_of(&self.arena, s)));
+        for slot in other.table.iter() {
+            self.add(key_of(&other.arena, slot), slot.count);
+        }
+    }
+
+    /// `(piece, count)` for every distinct piece, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        self.table.iter().map(|s| (key_of(&self.arena, s), s.count))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PieceCounter;
+
+    #[test]
+    fn counts_and_absorbs() {
+        let mut a = PieceCounter::default();
+        for p in ["ab", "cd", "ab", "xyz"] {
+            a.add(p.as_bytes(), 1);
+        }
+        let mut b = PieceCounter::default();
+        b.add(b"cd", 5);
+        b.add(b"new", 2);
+        a.absorb(b);
+        let mut all: Vec<(Vec<u8>, u64)> = a.iter().map(|(k, c)| (k.to_vec(), c)).collect();
+        all.sort();
+        let want: Vec<(Vec<u8>, u64)> =
+            [("ab", 2), ("cd", 6), ("new", 2), ("xyz", 1)].iter().map(|(k, c)| (k.as_bytes().to_vec(), *c)).collect();
+        assert_eq!(all, want);
+        assert_eq!(a.key_bytes(), 2 + 2 + 3 + 3);
+    }
+}
