@@ -6,10 +6,12 @@
 //! `\n`, is one document, which is how HF `tokenizers` reads training files (so both train on
 //! the same sequences). In a JSON-lines file every record's text field is one document.
 //!
-//! Reading is split in two so that the expensive half runs in parallel:
-//! - [`read_batches`] (one thread) opens, decompresses and cuts the files into [`Batch`]es of
-//!   about [`BATCH_BYTES`] of whole lines, packing many small files into one batch. Memory is a
-//!   few batches, never a whole file; a line longer than a batch becomes its own batch.
+//! Reading is split in two so that both halves run in parallel:
+//! - [`read_batches`] (a few reader threads, each taking the next unread file) opens,
+//!   decompresses and cuts the files into [`Batch`]es of about [`BATCH_BYTES`] of whole lines,
+//!   packing many small files into one batch. Memory is a few batches, never a whole file; a
+//!   line longer than a batch becomes its own batch. Several readers matter for corpora of many
+//!   small files, where opening files is most of the reading.
 //! - [`for_each_document`] (any thread) turns a batch into documents: it checks UTF-8, parses
 //!   JSON and sets aside what cannot be used, counting every case in a [`ReportBuilder`].
 //!
@@ -24,7 +26,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Target size of one batch of whole lines handed to a counting thread: big enough that the
 /// per-batch overhead vanishes, small enough that memory and load balance stay good.
@@ -267,11 +269,13 @@ pub(crate) fn check_paths(paths: &[PathBuf]) -> Result<u64> {
     Ok(total)
 }
 
-/// Reads `paths` in order and hands [`Batch`]es of whole lines to `send`; stops early when
+/// Reads files of `paths`, each time taking the next unread one from `next_file` (shared by
+/// all reader threads), and hands [`Batch`]es of whole lines to `send`; stops early when
 /// `send` returns false or `stop` is set. Counts files, empty files and corrupt streams in
 /// `report` (the rest is counted where the batches are decoded).
 pub(crate) fn read_batches(
     paths: &[PathBuf],
+    next_file: &AtomicUsize,
     opts: &CorpusOptions,
     read_bytes: &indicatif::ProgressBar,
     stop: &AtomicBool,
@@ -279,7 +283,9 @@ pub(crate) fn read_batches(
     mut send: impl FnMut(Batch) -> bool,
 ) -> Result<()> {
     let mut batch = Batch { data: Vec::with_capacity(BATCH_BYTES + (BATCH_BYTES >> 2)), segments: Vec::new() };
-    for (index, path) in paths.iter().enumerate() {
+    loop {
+        let index = next_file.fetch_add(1, Ordering::Relaxed);
+        let Some(path) = paths.get(index) else { break };
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -552,5 +558,225 @@ impl<'de> Visitor<'de> for FieldValueSeed {
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> std::result::Result<Self::Value, M::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(FieldValue::Other("an object"))
+    }
+}
+
+/// Scratch files for tests of this module and of the trainer.
+#[cfg(test)]
+pub(crate) mod test_files {
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    pub(crate) struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub(crate) fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("tokpipe-corpus-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        pub(crate) fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    pub(crate) fn zstd(bytes: &[u8]) -> Vec<u8> {
+        zstd::encode_all(bytes, 3).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_files::{gzip, zstd, TempDir};
+    use super::*;
+
+    /// Reads `paths` on this thread, one reader, and returns the documents in order.
+    fn read(paths: &[PathBuf], opts: &CorpusOptions) -> Result<(Vec<String>, CorpusReport)> {
+        check_paths(paths)?;
+        let mut report = ReportBuilder::default();
+        let mut batches = Vec::new();
+        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+        read_batches(paths, &next, opts, &indicatif::ProgressBar::hidden(), &stop, &mut report, |b| {
+            batches.push(b);
+            true
+        })?;
+        let mut docs = Vec::new();
+        for batch in &batches {
+            for_each_document(batch, paths, opts, &mut report, |d| {
+                docs.push(d.to_string());
+                Ok(())
+            })?;
+        }
+        Ok((docs, report.finish()))
+    }
+
+    fn lenient() -> CorpusOptions {
+        CorpusOptions::default()
+    }
+
+    fn strict() -> CorpusOptions {
+        CorpusOptions { strict: true, ..CorpusOptions::default() }
+    }
+
+    #[test]
+    fn text_lines_keep_their_newlines_and_empty_files_count() {
+        let dir = TempDir::new("txt");
+        let a = dir.file("a.txt", b"first\nsecond\r\n\nlast without newline");
+        let empty = dir.file("empty.txt", b"");
+        let b = dir.file("b.md", "unknown extensions are text\n".as_bytes());
+        let (docs, report) = read(&[a, empty, b], &lenient()).unwrap();
+        assert_eq!(docs, ["first\n", "second\r\n", "\n", "last without newline", "unknown extensions are text\n"]);
+        assert_eq!((report.files, report.empty_files, report.documents), (3, 1, 5));
+        assert_eq!(report.bytes, docs.iter().map(|d| d.len() as u64).sum::<u64>());
+        assert_eq!(report.set_aside(), 0);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_counted_or_fails_in_strict_mode() {
+        let dir = TempDir::new("utf8");
+        let path = dir.file("bad.txt", b"good\nba\xffd\nalso \xc3 bad\nfine");
+        let (docs, report) = read(std::slice::from_ref(&path), &lenient()).unwrap();
+        assert_eq!(docs, ["good\n", "ba\u{fffd}d\n", "also \u{fffd} bad\n", "fine"]);
+        assert_eq!(report.invalid_utf8_documents, 2);
+        let err = read(&[path], &strict()).unwrap_err();
+        assert!(matches!(err, Error::Corpus(_)), "{err:?}");
+        assert!(err.to_string().contains("bad.txt:2: invalid UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn json_lines_set_aside_bad_records_with_reasons() {
+        let dir = TempDir::new("jsonl");
+        let lines = [
+            r#"{"id": 1, "text": "plain", "meta": {"nested": [1, 2, {"text": "not this"}]}}"#,
+            r#"{"text": "esc\"aped\nline \u00e9"}"#,
+            "",
+            r#"{"text": "unterminated"#,
+            r#"{"id": 5}"#,
+            r#"{"text": null}"#,
+            r#"{"text": ["a"]}"#,
+            r#"[1, 2]"#,
+            r#"{"text": "trailing"} garbage"#,
+            r#"  {"text": "last"}  "#,
+        ];
+        let path = dir.file("docs.jsonl", lines.join("\n").as_bytes());
+        let (docs, report) = read(std::slice::from_ref(&path), &lenient()).unwrap();
+        assert_eq!(docs, ["plain", "esc\"aped\nline é", "last"]);
+        assert_eq!(report.documents, 3);
+        assert_eq!((report.malformed_json, report.missing_text_field, report.non_string_text_field), (3, 1, 2));
+        let reasons: Vec<(u64, SetAsideReason)> = report.examples.iter().map(|e| (e.line, e.reason)).collect();
+        use SetAsideReason::*;
+        assert_eq!(reasons, [(4, MalformedJson), (5, MissingTextField), (6, NonStringTextField), (7, NonStringTextField), (8, MalformedJson), (9, MalformedJson)]);
+        assert!(report.examples[2].detail.contains("null"), "{:?}", report.examples[2]);
+        assert_eq!(report.examples[0].path, path);
+
+        let err = read(std::slice::from_ref(&path), &strict()).unwrap_err();
+        assert!(err.to_string().contains("docs.jsonl:4: malformed_json"), "{err}");
+
+        // Another text field, and `.json` is read as JSON lines too.
+        let other = dir.file("x.json", br#"{"content": "c", "text": "t"}"#);
+        let opts = CorpusOptions { text_field: "content".into(), ..lenient() };
+        assert_eq!(read(&[other], &opts).unwrap().0, ["c"]);
+    }
+
+    #[test]
+    fn compressed_files_are_read_by_extension() {
+        let dir = TempDir::new("compressed");
+        let jsonl = b"{\"text\": \"one\"}\n{\"text\": \"two\"}\n";
+        let paths = [
+            dir.file("a.jsonl.gz", &gzip(jsonl)),
+            dir.file("b.jsonl.zst", &zstd(jsonl)),
+            dir.file("c.txt.gz", &gzip(b"x\ny\n")),
+            dir.file("d.ZST", &zstd(b"z\n")),
+        ];
+        let (docs, report) = read(&paths, &lenient()).unwrap();
+        assert_eq!(docs, ["one", "two", "one", "two", "x\n", "y\n", "z\n"]);
+        assert_eq!(report.files, 4);
+    }
+
+    #[test]
+    fn truncated_streams_end_their_file_and_are_counted() {
+        let dir = TempDir::new("truncated");
+        let text: String = (0..20_000).map(|i| format!("{{\"text\": \"line {i}\"}}\n")).collect();
+        let gz = gzip(text.as_bytes());
+        let zst = zstd(text.as_bytes());
+        let paths = [
+            dir.file("cut.jsonl.gz", &gz[..gz.len() / 2]),
+            dir.file("cut.jsonl.zst", &zst[..zst.len() / 2]),
+            dir.file("garbage.jsonl.gz", b"\x1f\x8b\x08\x00 definitely not deflate data"),
+            dir.file("after.txt", b"still read\n"),
+        ];
+        let (docs, report) = read(&paths, &lenient()).unwrap();
+        assert_eq!(report.corrupt_streams, 3);
+        assert_eq!(docs.last().unwrap(), "still read\n");
+        // Whole lines before each cut are kept, in order, and nothing after it.
+        let leading_lines = |docs: &[String]| docs.iter().enumerate().take_while(|(i, d)| **d == format!("line {i}")).count();
+        let from_gz = leading_lines(&docs);
+        let from_zst = leading_lines(&docs[from_gz..]);
+        assert!(from_gz > 1000 && from_gz < 20_000, "{from_gz}");
+        assert!(from_zst > 1000 && from_zst < 20_000, "{from_zst}");
+        assert_eq!(from_gz + from_zst + 1, docs.len());
+        let cut = &report.examples[0];
+        assert_eq!((cut.reason, cut.line), (SetAsideReason::CorruptStream, from_gz as u64 + 1));
+        assert_eq!(report.malformed_json, 0, "a partial last line is not parsed");
+
+        let err = read(&paths[1..2], &strict()).unwrap_err();
+        assert!(err.to_string().contains("cut.jsonl.zst:") && err.to_string().contains("zstd"), "{err}");
+    }
+
+    #[test]
+    fn missing_paths_and_directories_are_io_errors_naming_them() {
+        let dir = TempDir::new("missing");
+        let err = read(&[dir.0.join("nope.txt")], &lenient()).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("nope.txt"), "{err}");
+        let err = read(std::slice::from_ref(&dir.0), &lenient()).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("directory"), "{err}");
+    }
+
+    #[test]
+    fn line_numbers_survive_batch_boundaries_and_long_lines() {
+        let dir = TempDir::new("batches");
+        // ~3 batches of short lines, one line longer than a batch, a bad line after both.
+        let mut text = Vec::new();
+        let short_lines = 3 * BATCH_BYTES / 10;
+        for i in 0..short_lines {
+            text.extend_from_slice(format!("{:09}\n", i % 1_000_000_000).as_bytes());
+        }
+        text.extend(std::iter::repeat_n(b'x', 2 * BATCH_BYTES + 7));
+        text.push(b'\n');
+        text.extend_from_slice(b"bad \xff\n");
+        let path = dir.file("big.txt", &text);
+        let (docs, report) = read(std::slice::from_ref(&path), &lenient()).unwrap();
+        assert_eq!(docs.len(), short_lines + 2);
+        assert_eq!(docs[short_lines].len(), 2 * BATCH_BYTES + 8);
+        assert_eq!(report.invalid_utf8_documents, 1);
+        let err = read(&[path], &strict()).unwrap_err();
+        assert!(err.to_string().contains(&format!("big.txt:{}:", short_lines + 2)), "{err}");
+    }
+
+    #[test]
+    fn many_small_files_share_batches() {
+        let dir = TempDir::new("small");
+        let paths: Vec<PathBuf> = (0..500).map(|i| dir.file(&format!("{i}.txt"), format!("doc {i}\nsecond line").as_bytes())).collect();
+        let (docs, report) = read(&paths, &lenient()).unwrap();
+        assert_eq!(report.documents, 1000);
+        let want: Vec<String> = (0..500).flat_map(|i| [format!("doc {i}\n"), "second line".to_string()]).collect();
+        assert_eq!(docs, want);
     }
 }

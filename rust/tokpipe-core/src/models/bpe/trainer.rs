@@ -132,8 +132,9 @@ impl BpeTrainer {
     }
 
     /// Streams `paths` (txt, jsonl, json, optionally .gz/.zst; see [`crate::corpus`]) and
-    /// counts their pre-tokens: reading and decompressing on one thread, decoding and counting
-    /// on all rayon threads. Returns what was read and what was set aside.
+    /// counts their pre-tokens: reader threads open and decompress files (one file per reader
+    /// at a time), all rayon threads decode and count. Returns what was read and what was set
+    /// aside.
     pub fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport> {
         let total_bytes = corpus::check_paths(paths)?;
         let progress = self.progress_bar(total_bytes, "{msg} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec})");
@@ -147,14 +148,25 @@ impl BpeTrainer {
             failure.lock().expect("no panics while counting").get_or_insert(e);
         };
         let pre = &self.pre;
-        let mut reader_report = ReportBuilder::default();
+        // Several readers, because with many small files opening them is most of the work.
+        let readers = counters.len().min(paths.len()).max(1);
+        let mut report = ReportBuilder::default();
+        let next_file = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
             // A few batches in flight per thread keep every thread busy without holding much.
             let (sender, receiver) = std::sync::mpsc::sync_channel::<corpus::Batch>(2 * counters.len());
-            let reader = scope.spawn(|| {
-                let sender = sender;
-                corpus::read_batches(paths, opts, &progress, &stop, &mut reader_report, |batch| sender.send(batch).is_ok())
-            });
+            let reader_threads: Vec<_> = (0..readers)
+                .map(|_| {
+                    let sender = sender.clone();
+                    let (next_file, progress, stop) = (&next_file, &progress, &stop);
+                    scope.spawn(move || {
+                        let mut report = ReportBuilder::default();
+                        let read = corpus::read_batches(paths, next_file, opts, progress, stop, &mut report, |batch| sender.send(batch).is_ok());
+                        (read, report)
+                    })
+                })
+                .collect();
+            drop(sender);
             receiver.into_iter().par_bridge().for_each(|batch| {
                 if stop.load(Ordering::Relaxed) {
                     return; // drain quickly after a failure
@@ -167,20 +179,26 @@ impl BpeTrainer {
                     fail(e);
                 }
             });
-            match reader.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => fail(e),
-                Err(panic) => std::panic::resume_unwind(panic),
+            for reader in reader_threads {
+                match reader.join() {
+                    Ok((read, reader_report)) => {
+                        report.absorb(reader_report);
+                        if let Err(e) = read {
+                            fail(e);
+                        }
+                    }
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
             }
         });
         progress.finish_and_clear();
         if let Some(e) = failure.into_inner().expect("no panics while counting") {
             return Err(e);
         }
-        for report in reports {
-            reader_report.absorb(report.into_inner().expect("no panics while counting"));
+        for part in reports {
+            report.absorb(part.into_inner().expect("no panics while counting"));
         }
-        let report = reader_report.finish();
+        let report = report.finish();
         self.fed_bytes += report.bytes;
         self.absorb_counters(counters);
         Ok(report)
@@ -267,6 +285,7 @@ fn dedup_merges(merges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::corpus::test_files::{gzip, zstd, TempDir};
     use crate::models::bpe::BpeModel;
     use crate::pre_tokenizers::byte_level;
 
@@ -363,19 +382,25 @@ mod tests {
 
     #[test]
     fn same_output_on_one_and_two_threads() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora/text/botchan.txt")).unwrap();
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let lines = botchan_lines();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let dir = TempDir::new("trainer-threads");
+        let paths: Vec<PathBuf> = lines.chunks(500).enumerate().map(|(i, c)| dir.file(&format!("{i}.txt"), c.concat().as_bytes())).collect();
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             pool.install(|| {
-                let mut trainer = BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
-                trainer.feed(&lines).unwrap();
-                trainer.train().unwrap()
+                let mut from_texts = BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
+                from_texts.feed(&refs).unwrap();
+                let mut from_files = BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
+                from_files.feed_files(&paths, &CorpusOptions::default()).unwrap();
+                (from_texts.train().unwrap(), from_files.train().unwrap())
             })
         };
         let (one, two) = (run(1), run(2));
-        assert_eq!(one.merges.len(), 2000 - 256);
-        assert_eq!(one, two);
+        assert_eq!(one.0.merges.len(), 2000 - 256);
+        assert_eq!(one.0, two.0);
+        assert_eq!(one.1, two.1);
+        assert_eq!(one.0, one.1);
     }
 
     #[test]
@@ -399,6 +424,72 @@ mod tests {
         trainer.feed(&[]).unwrap();
         trainer.feed(&["", ""]).unwrap();
         assert!(matches!(trainer.train(), Err(Error::Corpus(_))));
+    }
+
+    fn botchan_lines() -> Vec<String> {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora/text/botchan.txt")).unwrap();
+        text.split_inclusive('\n').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn files_train_like_the_same_texts() {
+        let lines = botchan_lines();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let expected = train_texts(config(1500), "gpt2", &refs);
+
+        let dir = TempDir::new("trainer-files");
+        let third = lines.len() / 3;
+        let records: String = lines[third..2 * third].iter().map(|l| serde_json::json!({ "text": l }).to_string() + "\n").collect();
+        let paths = [
+            dir.file("a.txt", lines[..third].concat().as_bytes()),
+            dir.file("b.jsonl.gz", &gzip(records.as_bytes())),
+            dir.file("c.txt.zst", &zstd(lines[2 * third..].concat().as_bytes())),
+        ];
+        let mut trainer = BpeTrainer::new(config(1500), PreTokenizer::new("gpt2").unwrap()).unwrap();
+        let report = trainer.feed_files(&paths, &CorpusOptions::default()).unwrap();
+        assert_eq!(report.documents, lines.len() as u64);
+        assert_eq!(report.bytes, lines.iter().map(|l| l.len() as u64).sum::<u64>());
+        assert_eq!(trainer.train().unwrap(), expected);
+    }
+
+    #[test]
+    fn file_errors_reach_the_caller() {
+        let dir = TempDir::new("trainer-errors");
+        let pre = || PreTokenizer::new("gpt2").unwrap();
+        let empty = [dir.file("empty.txt", b""), dir.file("empty.jsonl", b"\n\n")];
+        let mut trainer = BpeTrainer::new(config(300), pre()).unwrap();
+        let report = trainer.feed_files(&empty, &CorpusOptions::default()).unwrap();
+        assert_eq!((report.files, report.empty_files, report.documents), (2, 1, 0));
+        let err = trainer.train().unwrap_err();
+        assert!(matches!(err, Error::Corpus(_)) && !err.to_string().contains('\n'), "{err}");
+
+        let bad = dir.file("bad.txt", b"ok\nnot \xff ok\n");
+        let mut trainer = BpeTrainer::new(config(300), pre()).unwrap();
+        let strict = CorpusOptions { strict: true, ..CorpusOptions::default() };
+        let err = trainer.feed_files(std::slice::from_ref(&bad), &strict).unwrap_err();
+        assert!(matches!(err, Error::Corpus(_)) && err.to_string().contains("bad.txt:2"), "{err}");
+        let report = trainer.feed_files(&[bad], &CorpusOptions::default()).unwrap();
+        assert_eq!(report.invalid_utf8_documents, 1);
+
+        let err = trainer.feed_files(&[dir.0.join("missing.txt")], &CorpusOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("missing.txt"), "{err}");
+    }
+
+    /// Counting must be linear in the piece length: a single 8 MB piece (one line, no spaces)
+    /// is counted once and its pairs in one pass.
+    #[test]
+    fn one_long_piece_is_cheap_to_count() {
+        let mut state = 1u32;
+        let piece: String = (0..8 << 20)
+            .map(|_| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (b'a' + (state >> 16) as u8 % 26) as char
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let trained = train_texts(config(260), "gpt2", &[&piece]);
+        assert_eq!(trained.merges.len(), 4);
+        assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
     }
 
     #[test]

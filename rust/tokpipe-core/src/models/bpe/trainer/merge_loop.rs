@@ -22,8 +22,8 @@
 //! - With `max_token_length`, a made pair is only counted if its two parts are together
 //!   shorter than that many characters (HF's strict `<`), so it can never win.
 //!
-//! Layout: words are runs of `u32` in one flat vector (a length, then the symbols), rewritten
-//! in place; candidates list word indices as sorted `u32`s. Rewrites touching many words are
+//! Layout: words are runs of `u32` in one flat vector (a header, then the symbols), rewritten
+//! in place and named by their offset; candidates list word offsets as sorted `u32`s. Rewrites touching many words are
 //! spread over rayon threads, each gathering its own count changes, which are then summed; the
 //! result does not depend on the thread count.
 
@@ -138,7 +138,8 @@ pub(crate) struct MergeLimits {
     pub max_token_length: usize,
 }
 
-/// A queued pair (HF's `Merge`): its count when queued and the words to rewrite.
+/// A queued pair (HF's `Merge`): its count when queued and the words to rewrite, kept small
+/// (24 bytes) because heap operations move entries around and miss the cache on every level.
 #[derive(Debug)]
 struct Candidate {
     /// The count when queued, as HF keeps it (`u64`, a negative count would wrap).
@@ -146,8 +147,9 @@ struct Candidate {
     pair: u64,
     /// Queue order; only orders two candidates of the same pair and count, whose order HF
     /// leaves to its heap's layout (either order gives the same merges in practice).
-    seq: u64,
-    words: Vec<u32>,
+    seq: u32,
+    /// Index of the candidate's word list in [`WordLists`].
+    list: u32,
 }
 
 impl PartialEq for Candidate {
@@ -168,14 +170,59 @@ impl Ord for Candidate {
     }
 }
 
-/// All words in one vector: word `w` is `symbols[starts[w]]` (its current length) followed by
-/// that many symbol ids; words only shrink, in place.
+/// The word lists of queued candidates: word offsets (see [`Words`]), strictly increasing.
+/// Slots are reused once their candidate has been merged.
+#[derive(Default)]
+struct WordLists {
+    lists: Vec<Vec<u32>>,
+    free: Vec<u32>,
+}
+
+impl WordLists {
+    fn add(&mut self, words: Vec<u32>) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.lists[slot as usize] = words;
+                slot
+            }
+            None => {
+                self.lists.push(words);
+                (self.lists.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> Vec<u32> {
+        self.free.push(slot);
+        std::mem::take(&mut self.lists[slot as usize])
+    }
+}
+
+/// All words in one vector of `u32`, each a header then its symbols: at offset `o`,
+/// `symbols[o]` is the current length, `symbols[o + 1..o + 3]` the count (low and high half),
+/// then the symbol ids. Words are named by their offset, so reaching one costs a single cache
+/// miss (no offset table, no separate count array); they only shrink, in place.
 struct Words {
     symbols: Vec<u32>,
-    /// One entry per word plus the end.
-    starts: Vec<usize>,
-    counts: Vec<u64>,
 }
+
+const HEADER: usize = 3;
+
+/// Asks the CPU to start loading the cache line at `p`: candidate word lists jump around a
+/// large vector, and overlapping those misses is most of the speed of the rewrite.
+#[inline(always)]
+fn prefetch(p: *const u32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint with no effect on memory; any address is allowed.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// How far ahead in a word list to prefetch.
+const PREFETCH_AHEAD: usize = 8;
 
 /// One merge, as the word rewrite needs it.
 struct Rewrite<'a> {
@@ -192,12 +239,14 @@ impl Rewrite<'_> {
         (self.lens[a as usize] as usize) + (self.lens[b as usize] as usize) < self.max_token_length
     }
 
-    /// Merges every `left right` in `word` (left to right, no overlaps), adding the count
-    /// changes of the neighbouring pairs to `deltas` and the pairs made to `made`.
+    /// Merges every `left right` in `word` (header included; left to right, no overlaps),
+    /// adding the count changes of the neighbouring pairs to `deltas` and the pairs made to
+    /// `made` as `(pair, word offset)`.
     #[inline]
-    fn apply(&self, word: &mut [u32], word_index: u32, weight: i64, deltas: &mut FxHashMap<u64, i64>, made: &mut Vec<(u64, u32)>) {
+    fn apply(&self, word: &mut [u32], offset: u32, deltas: &mut FxHashMap<u64, i64>, made: &mut Vec<(u64, u32)>) {
         let len = word[0] as usize;
-        let syms = &mut word[1..=len];
+        let weight = (word[1] as u64 | (word[2] as u64) << 32) as i64;
+        let syms = &mut word[HEADER..HEADER + len];
         // Words listed for a pair may no longer hold it; find the first match before writing.
         let Some(first) = syms.windows(2).position(|w| w[0] == self.left && w[1] == self.right) else {
             return;
@@ -212,7 +261,7 @@ impl Rewrite<'_> {
                     add(pack(prev, self.left), -weight);
                     if self.counted(prev, self.new_id) {
                         add(pack(prev, self.new_id), weight);
-                        made.push((pack(prev, self.new_id), word_index));
+                        made.push((pack(prev, self.new_id), offset));
                     }
                 }
                 syms[write] = self.new_id;
@@ -222,7 +271,7 @@ impl Rewrite<'_> {
                     add(pack(self.right, next), -weight);
                     if self.counted(self.new_id, next) {
                         add(pack(self.new_id, next), weight);
-                        made.push((pack(self.new_id, next), word_index));
+                        made.push((pack(self.new_id, next), offset));
                     }
                 }
                 read += 2;
@@ -236,55 +285,69 @@ impl Rewrite<'_> {
     }
 }
 
+/// What one thread's share of a parallel rewrite changed: pair count deltas, pairs made.
+type ChunkChanges = (FxHashMap<u64, i64>, Vec<(u64, u32)>);
+
 /// Lets rayon threads rewrite different words of [`Words`] at the same time.
-struct SharedSymbols<'a> {
+struct SharedSymbols {
     ptr: *mut u32,
-    starts: &'a [usize],
+    len: usize,
 }
 
 // SAFETY: the pointer is only turned into slices of distinct words (see `word`), so no two
 // threads ever touch the same memory.
-unsafe impl Sync for SharedSymbols<'_> {}
+unsafe impl Sync for SharedSymbols {}
 
-impl SharedSymbols<'_> {
+impl SharedSymbols {
+    /// The word at `offset`, header included.
+    ///
     /// # Safety
-    /// No two slices for the same word may be alive at once. Candidates list strictly
-    /// increasing word indices, so handing each listed word to one thread upholds this.
+    /// `offset` must be a word's offset, and no two slices for the same word may be alive at
+    /// once. Candidates list strictly increasing offsets, so handing each listed word to one
+    /// thread upholds this.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn word(&self, w: u32) -> &mut [u32] {
-        let (start, end) = (self.starts[w as usize], self.starts[w as usize + 1]);
-        std::slice::from_raw_parts_mut(self.ptr.add(start), end - start)
+    unsafe fn word(&self, offset: u32) -> &mut [u32] {
+        let start = offset as usize;
+        let len = HEADER + *self.ptr.add(start) as usize;
+        assert!(start + len <= self.len, "word offsets stay inside the vector");
+        std::slice::from_raw_parts_mut(self.ptr.add(start), len)
     }
 }
 
 impl Words {
-    fn word_mut(&mut self, w: u32) -> &mut [u32] {
-        let (start, end) = (self.starts[w as usize], self.starts[w as usize + 1]);
-        &mut self.symbols[start..end]
+    fn word_mut(&mut self, offset: u32) -> &mut [u32] {
+        let start = offset as usize;
+        let len = HEADER + self.symbols[start] as usize;
+        &mut self.symbols[start..start + len]
     }
 
-    /// Applies `rewrite` to `listed` words (strictly increasing indices).
+    /// Applies `rewrite` to the `listed` words (strictly increasing offsets).
     fn rewrite(&mut self, listed: &[u32], rewrite: &Rewrite, pair_counts: &mut FxHashMap<u64, i64>, made: &mut Vec<(u64, u32)>) {
         debug_assert!(listed.windows(2).all(|w| w[0] < w[1]), "candidate word lists are strictly increasing");
         let threads = rayon::current_num_threads();
         if listed.len() < PARALLEL_MIN_WORDS || threads == 1 {
-            for &w in listed {
-                let weight = self.counts[w as usize] as i64;
-                rewrite.apply(self.word_mut(w), w, weight, pair_counts, made);
+            for (i, &w) in listed.iter().enumerate() {
+                if let Some(&ahead) = listed.get(i + PREFETCH_AHEAD) {
+                    prefetch(self.symbols[ahead as usize..].as_ptr());
+                }
+                rewrite.apply(self.word_mut(w), w, pair_counts, made);
             }
             return;
         }
-        let shared = SharedSymbols { ptr: self.symbols.as_mut_ptr(), starts: &self.starts };
-        let counts = &self.counts;
+        let shared = SharedSymbols { ptr: self.symbols.as_mut_ptr(), len: self.symbols.len() };
         let chunk = listed.len().div_ceil(threads * 4);
-        let parts: Vec<(FxHashMap<u64, i64>, Vec<(u64, u32)>)> = listed
+        let parts: Vec<ChunkChanges> = listed
             .par_chunks(chunk)
             .map(|ws| {
                 let (mut deltas, mut made) = (FxHashMap::default(), Vec::new());
-                for &w in ws {
-                    // SAFETY: `listed` is strictly increasing, so every word is handed out once.
+                for (i, &w) in ws.iter().enumerate() {
+                    if let Some(&ahead) = ws.get(i + PREFETCH_AHEAD) {
+                        prefetch(shared.ptr.wrapping_add(ahead as usize));
+                    }
+                    // SAFETY: `listed` holds strictly increasing word offsets, so every word
+                    // is handed out once.
                     let word = unsafe { shared.word(w) };
-                    rewrite.apply(word, w, counts[w as usize] as i64, &mut deltas, &mut made);
+                    rewrite.apply(word, w, &mut deltas, &mut made);
                 }
                 (deltas, made)
             })
@@ -298,63 +361,69 @@ impl Words {
     }
 }
 
-/// Turns counted pieces into words and queues every byte pair (HF's `count_pairs`).
-fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> (Words, FxHashMap<u64, i64>, BinaryHeap<Candidate>) {
-    let n = pieces.len();
-    assert!(n < u32::MAX as usize, "more than 4 billion distinct pre-tokens");
-    let mut words = Words {
-        symbols: Vec::with_capacity(pieces.key_bytes() + n),
-        starts: Vec::with_capacity(n + 1),
-        counts: Vec::with_capacity(n),
-    };
+/// The state the merge loop starts from: words, pair counts, and every byte pair queued
+/// (HF's `count_pairs`).
+struct Start {
+    words: Words,
+    pair_counts: FxHashMap<u64, i64>,
+    queue: BinaryHeap<Candidate>,
+    lists: WordLists,
+}
+
+fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> Start {
+    let total = pieces.key_bytes() + HEADER * pieces.len();
+    // Word offsets are u32; 4 billion symbols would be 16 GB of words, far beyond any corpus
+    // whose distinct pre-tokens fit in memory to begin with.
+    assert!(total < u32::MAX as usize, "distinct pre-tokens too large to train on (over 4 billion bytes)");
+    let mut words = Words { symbols: Vec::with_capacity(total) };
     // Every initial pair is two bytes, so dense tables indexed by `b0 << 8 | b1` replace maps.
     let mut totals = vec![0i64; 1 << 16];
     let mut word_counts = vec![0u32; 1 << 16];
     let mut last_word = vec![u32::MAX; 1 << 16];
-    for (w, (piece, count)) in pieces.iter().enumerate() {
-        words.starts.push(words.symbols.len());
-        words.symbols.push(piece.len() as u32);
+    for (piece, count) in pieces.iter() {
+        let offset = words.symbols.len() as u32;
+        words.symbols.extend([piece.len() as u32, count as u32, (count >> 32) as u32]);
         words.symbols.extend(piece.iter().map(|&b| byte_ids[b as usize]));
-        words.counts.push(count);
         for pair in piece.windows(2) {
             let i = (pair[0] as usize) << 8 | pair[1] as usize;
             totals[i] += count as i64;
-            if last_word[i] != w as u32 {
-                last_word[i] = w as u32;
+            if last_word[i] != offset {
+                last_word[i] = offset;
                 word_counts[i] += 1;
             }
         }
     }
-    words.starts.push(words.symbols.len());
     let mut listed: Vec<Vec<u32>> = word_counts.iter().map(|&c| Vec::with_capacity(c as usize)).collect();
     last_word.fill(u32::MAX);
-    for (w, (piece, _)) in pieces.iter().enumerate() {
+    let mut offset = 0u32;
+    for (piece, _) in pieces.iter() {
         for pair in piece.windows(2) {
             let i = (pair[0] as usize) << 8 | pair[1] as usize;
-            if last_word[i] != w as u32 {
-                last_word[i] = w as u32;
-                listed[i].push(w as u32);
+            if last_word[i] != offset {
+                last_word[i] = offset;
+                listed[i].push(offset);
             }
         }
+        offset += (HEADER + piece.len()) as u32;
     }
-    let mut pair_counts = FxHashMap::default();
-    let mut queue = BinaryHeap::new();
+    let mut start = Start { words, pair_counts: FxHashMap::default(), queue: BinaryHeap::new(), lists: WordLists::default() };
     for (i, words_of_pair) in listed.into_iter().enumerate() {
         if totals[i] > 0 {
             let pair = pack(byte_ids[i >> 8], byte_ids[i & 0xff]);
-            pair_counts.insert(pair, totals[i]);
-            queue.push(Candidate { count: totals[i] as u64, pair, seq: i as u64, words: words_of_pair });
+            start.pair_counts.insert(pair, totals[i]);
+            let list = start.lists.add(words_of_pair);
+            start.queue.push(Candidate { count: totals[i] as u64, pair, seq: i as u32, list });
         }
     }
-    (words, pair_counts, queue)
+    start
 }
 
 /// Learns merges from `pieces` (consumed: its memory is given back once the words are built),
 /// adding the new tokens to `tokens`. Returns every merge in the order made, repeats included.
 pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits: &MergeLimits, progress: &indicatif::ProgressBar) -> Vec<(u32, u32)> {
-    let (mut words, mut pair_counts, mut queue) = initial_state(&pieces, &tokens.byte_ids());
+    let Start { mut words, mut pair_counts, mut queue, mut lists } = initial_state(&pieces, &tokens.byte_ids());
     drop(pieces);
-    let mut next_seq = 1u64 << 16;
+    let mut next_seq = 1u32 << 16;
     let mut merges = Vec::new();
     let mut made: Vec<(u64, u32)> = Vec::new();
     let start_len = tokens.len();
@@ -378,8 +447,9 @@ pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits
         merges.push((left, right));
         let rewrite = Rewrite { left, right, new_id, lens: &tokens.lens, max_token_length: limits.max_token_length };
         made.clear();
-        words.rewrite(&top.words, &rewrite, &mut pair_counts, &mut made);
-        drop(top);
+        let listed = lists.take(top.list);
+        words.rewrite(&listed, &rewrite, &mut pair_counts, &mut made);
+        drop(listed);
         // Queue each made pair once, with the words where it was made and its count after
         // all of this merge's changes.
         made.sort_unstable();
@@ -388,8 +458,9 @@ pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits
             let pair = group[0].0;
             let count = pair_counts[&pair];
             if count > 0 {
-                queue.push(Candidate { count: count as u64, pair, seq: next_seq, words: group.iter().map(|&(_, w)| w).collect() });
-                next_seq += 1;
+                let list = lists.add(group.iter().map(|&(_, w)| w).collect());
+                queue.push(Candidate { count: count as u64, pair, seq: next_seq, list });
+                next_seq = next_seq.wrapping_add(1);
             }
         }
         progress.set_position((tokens.len() - start_len) as u64);
