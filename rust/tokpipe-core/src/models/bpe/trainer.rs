@@ -124,7 +124,10 @@ impl BpeTrainer {
         let pre = &self.pre;
         tasks.into_par_iter().try_for_each(|task| {
             let mut counter = counters[rayon::current_thread_index().unwrap_or(0) % counters.len()].lock().expect("no panics while counting");
-            texts[task].iter().try_for_each(|text| count_pre_tokens(pre, text, &mut counter))
+            let ThreadCounter { total, batch } = &mut *counter;
+            texts[task].iter().try_for_each(|text| count_pre_tokens(pre, text, batch))?;
+            batch.drain_into(total);
+            Ok::<(), Error>(())
         })?;
         self.fed_bytes += texts.iter().map(|t| t.len() as u64).sum::<u64>();
         self.absorb_counters(counters);
@@ -174,7 +177,9 @@ impl BpeTrainer {
                 let slot = rayon::current_thread_index().unwrap_or(0) % counters.len();
                 let mut counter = counters[slot].lock().expect("no panics while counting");
                 let mut report = reports[slot].lock().expect("no panics while counting");
-                let counted = corpus::for_each_document(&batch, paths, opts, &mut report, |doc| count_pre_tokens(pre, doc, &mut counter));
+                let ThreadCounter { total, batch: batch_counts } = &mut *counter;
+                let counted = corpus::for_each_document(&batch, paths, opts, &mut report, |doc| count_pre_tokens(pre, doc, batch_counts));
+                batch_counts.drain_into(total);
                 if let Err(e) = counted {
                     fail(e);
                 }
@@ -234,16 +239,24 @@ impl BpeTrainer {
         indicatif::ProgressBar::new(len).with_style(style)
     }
 
-    fn absorb_counters(&mut self, counters: Vec<Mutex<PieceCounter>>) {
+    fn absorb_counters(&mut self, counters: Vec<Mutex<ThreadCounter>>) {
         for counter in counters {
-            self.counts.absorb(counter.into_inner().expect("no panics while counting"));
+            self.counts.absorb(counter.into_inner().expect("no panics while counting").total);
         }
     }
 }
 
+/// One rayon thread's counts: the running total, and the current batch's counts, kept apart
+/// for cache efficiency (see [`PieceCounter::drain_into`]).
+#[derive(Default)]
+struct ThreadCounter {
+    total: PieceCounter,
+    batch: PieceCounter,
+}
+
 /// One counter per rayon thread of the current pool; a thread only ever locks its own, so the
 /// locks are never contended.
-fn per_thread_counters() -> Vec<Mutex<PieceCounter>> {
+fn per_thread_counters() -> Vec<Mutex<ThreadCounter>> {
     (0..rayon::current_num_threads()).map(|_| Mutex::default()).collect()
 }
 
