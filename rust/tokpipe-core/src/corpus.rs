@@ -232,6 +232,13 @@ pub(crate) struct Batch {
     pub segments: Vec<Segment>,
 }
 
+impl Batch {
+    /// An empty batch with room for a full one plus the partial line carried over.
+    fn empty() -> Self {
+        Batch { data: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 4), segments: Vec::new() }
+    }
+}
+
 /// Counts the bytes taken from the file (for the progress bar) and remembers whether the file
 /// itself failed to read, which tells a real I/O error from a corrupt compressed stream.
 struct FileSource<'a> {
@@ -285,7 +292,7 @@ pub(crate) fn read_batches(
     report: &mut ReportBuilder,
     mut send: impl FnMut(Batch) -> bool,
 ) -> Result<()> {
-    let mut batch = Batch { data: Vec::with_capacity(BATCH_BYTES + (BATCH_BYTES >> 2)), segments: Vec::new() };
+    let mut batch = Batch::empty();
     loop {
         let index = next_file.fetch_add(1, Ordering::Relaxed);
         let Some(path) = paths.get(index) else { break };
@@ -306,6 +313,9 @@ pub(crate) fn read_batches(
         };
         report.report.files += 1;
         let mut segment_start = batch.data.len();
+        // Where the search for a newline to cut at resumes: a line longer than a batch is
+        // read in many steps, and searching it again each time would be quadratic.
+        let mut unsearched = segment_start;
         let mut line = 1u64;
         let mut file_bytes = 0u64;
         loop {
@@ -348,26 +358,27 @@ pub(crate) fn read_batches(
             }
             if batch.data.len() >= BATCH_BYTES {
                 // Cut after the last complete line; what follows moves to the next batch.
-                let Some(last_newline) = memchr::memrchr(b'\n', &batch.data[segment_start..]) else {
+                let Some(last_newline) = memchr::memrchr(b'\n', &batch.data[unsearched..]) else {
+                    unsearched = batch.data.len();
                     continue; // one line longer than a batch: keep reading until it ends
                 };
-                let cut = segment_start + last_newline + 1;
+                let cut = unsearched + last_newline + 1;
                 batch.segments.push(Segment { file: index, layout, first_line: line, range: segment_start..cut });
                 line += memchr::memchr_iter(b'\n', &batch.data[segment_start..cut]).count() as u64;
-                let mut next = Batch { data: Vec::with_capacity(BATCH_BYTES + (BATCH_BYTES >> 2)), segments: Vec::new() };
+                let mut next = Batch::empty();
                 next.data.extend_from_slice(&batch.data[cut..]);
                 if !send(std::mem::replace(&mut batch, next)) {
                     return Ok(());
                 }
                 segment_start = 0;
+                unsearched = batch.data.len(); // the carried-over part has no newline
             }
         }
         if file_bytes == 0 {
             report.report.empty_files += 1;
         }
         if batch.data.len() >= BATCH_BYTES {
-            let next = Batch { data: Vec::with_capacity(BATCH_BYTES + (BATCH_BYTES >> 2)), segments: Vec::new() };
-            if !send(std::mem::replace(&mut batch, next)) {
+            if !send(std::mem::replace(&mut batch, Batch::empty())) {
                 return Ok(());
             }
         }
