@@ -377,10 +377,8 @@ pub(crate) fn read_batches(
         if file_bytes == 0 {
             report.report.empty_files += 1;
         }
-        if batch.data.len() >= BATCH_BYTES {
-            if !send(std::mem::replace(&mut batch, Batch::empty())) {
-                return Ok(());
-            }
+        if batch.data.len() >= BATCH_BYTES && !send(std::mem::replace(&mut batch, Batch::empty())) {
+            return Ok(());
         }
     }
     if !batch.data.is_empty() {
