@@ -367,6 +367,25 @@ mod tests {
         BpeModel::from_merges(trained.vocab, trained.merges, false, "test").unwrap();
     }
 
+    /// HF keeps one string -> id map: a special token spelled in byte-level characters is the
+    /// same token as the bytes it spells, so a merge making those bytes reuses its id.
+    #[test]
+    fn special_tokens_spelling_a_token_share_its_id() {
+        let mut cfg = config(300);
+        cfg.special_tokens = vec!["ab".into(), "!".into()];
+        let trained = train_texts(cfg, "gpt2", &["ab ab ab"]);
+        // Words [a b] x1, [Ġ a b] x2: (a,b) 3 wins and makes "ab", which is special 0.
+        assert_eq!(trained.merges[0], (trained.vocab.iter().find(|(b, _)| b == b"a").unwrap().1, trained.vocab.iter().find(|(b, _)| b == b"b").unwrap().1));
+        assert!(trained.vocab.contains(&(b"ab".to_vec(), 0)));
+        // "!" is special 1 and also the byte 0x21; the alphabet starts after it at '"'.
+        assert!(trained.vocab.contains(&(b"!".to_vec(), 1)));
+        assert!(trained.vocab.contains(&(b"\"".to_vec(), 2)));
+        // 256 bytes (one shared with a special), "ab" (shared), then "Ġab" as the only new id.
+        assert_eq!(trained.vocab.len(), 256 + 1 + 1);
+        assert_eq!(trained.vocab.last().unwrap(), &(b" ab".to_vec(), 257));
+        BpeModel::from_merges(trained.vocab, trained.merges, false, "test").unwrap();
+    }
+
     #[test]
     fn min_frequency_and_vocab_size_stop_training() {
         // (a,a) 4, (a,b) 3, then count 2: with min_frequency 3, two merges.
