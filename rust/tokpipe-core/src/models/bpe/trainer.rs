@@ -222,7 +222,7 @@ impl BpeTrainer {
         };
         let progress = self.progress_bar(
             self.config.vocab_size.saturating_sub(tokens.len()) as u64,
-            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec})",
+            "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tokens (eta {eta})",
         );
         progress.set_message("merging");
         let merges = merge_loop::learn_merges(self.counts, &mut tokens, &limits, &progress);
