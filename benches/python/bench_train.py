@@ -19,7 +19,7 @@ the runs come in two groups (--inputs), compared only within a group:
            tokpipe/lines        tokpipe.train_bpe(files, ...)
   docs   one sequence per document:
            hf-tokenizers/docs   Tokenizer.train_from_iterator(documents)
-           tokpipe/docs         tokpipe.train_bpe(documents, ...)
+           tokpipe/docs         tokpipe.train_bpe(texts=documents, ...)
            gigatoken/docs       gigatoken.train_bpe(TextFileSource(files))
          where `documents` is a generator reading each file whole.
 
@@ -125,16 +125,15 @@ def child_gigatoken(files, out: Path, a, inputs: str):
 def child_tokpipe(files, out: Path, a, inputs: str):
     import tokpipe
 
-    # a list of paths: its file reader (one sequence per line, like HF's);
-    # a generator of strings: each string one sequence
-    source = files if inputs == "lines" else _documents(files)
+    # files: its file reader (one sequence per line, like HF's);
+    # texts: a generator of strings, each string one sequence
+    source = {"files": files} if inputs == "lines" else {"texts": _documents(files)}
     t0 = time.perf_counter()
-    tok = tokpipe.train_bpe(source, vocab_size=a.vocab_size, pattern="gpt2", special_tokens=(SPECIAL,),
+    tok = tokpipe.train_bpe(**source, vocab_size=a.vocab_size, pattern="gpt2", special_tokens=(SPECIAL,),
                             min_frequency=2, show_progress=False)
     dt = time.perf_counter() - t0
     tok.save(str(out / "tokenizer.json"))
-    size = getattr(tok, "vocab_size", None)
-    return dt, size() if callable(size) else size
+    return dt, tok.vocab_size
 
 
 CHILDREN = {"hf-tokenizers": child_hf, "gigatoken": child_gigatoken, "tokpipe": child_tokpipe}

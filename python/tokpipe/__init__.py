@@ -4,6 +4,7 @@ The public names::
 
     Tokenizer      load (tokenizer.json, .tiktoken, GPT-2 files), encode, decode, save
     train_bpe      train a byte-level BPE tokenizer on files or an iterable of strings
+    CorpusReport   what a training run read and set aside
     TokpipeError   base class of every error tokpipe raises on purpose
 """
 
@@ -17,10 +18,13 @@ from tokpipe.errors import (
     TokpipeError,
 )
 from tokpipe.tokenizer import Tokenizer
+from tokpipe.train import CorpusReport, train_bpe
 
 __all__ = [
     "__version__",
     "Tokenizer",
+    "train_bpe",
+    "CorpusReport",
     "TokpipeError",
     "FormatError",
     "PatternError",

@@ -29,12 +29,16 @@ TRAINING_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".json", ".ndjson
 # per-call cost vanishes, small enough that memory stays flat.
 _BATCH = 8192
 
+# Set-aside cases kept as examples, as the Rust readers keep (the counts are always complete).
+_MAX_EXAMPLES = 20
+
 
 @dataclass
 class CorpusReport:
     """What a training run read and what it set aside (never silently dropped)."""
 
     files: int = 0
+    empty_files: int = 0
     documents: int = 0
     bytes: int = 0
     invalid_utf8_documents: int = 0
@@ -43,6 +47,7 @@ class CorpusReport:
 
     def add(self, other: dict[str, object]) -> None:
         self.files += int(other.get("files", 0))  # type: ignore[arg-type]
+        self.empty_files += int(other.get("empty_files", 0))  # type: ignore[arg-type]
         self.documents += int(other.get("documents", 0))  # type: ignore[arg-type]
         self.bytes += int(other.get("bytes", 0))  # type: ignore[arg-type]
         self.invalid_utf8_documents += int(other.get("invalid_utf8_documents", 0))  # type: ignore[arg-type]
@@ -54,6 +59,7 @@ class CorpusReport:
         """The summary table printed at the end of a run."""
         rows = [
             ("files", f"{self.files:,}"),
+            ("empty files", f"{self.empty_files:,}"),
             ("documents", f"{self.documents:,}"),
             ("bytes read", f"{self.bytes:,}"),
             ("invalid UTF-8 (replaced)", f"{self.invalid_utf8_documents:,}"),
@@ -81,45 +87,46 @@ def _collect_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def _as_paths(inputs: object) -> list[Path] | None:
-    """The paths ``inputs`` names, or ``None`` when it is an iterable of texts.
-
-    A str or PathLike is a path. A list or tuple of PathLike is paths; a list or tuple of str
-    is paths when every item names an existing file or folder and texts when none does.
-    Anything else iterable is texts.
-    """
-    if isinstance(inputs, (str, os.PathLike)):
-        return [Path(inputs)]
-    if isinstance(inputs, (list, tuple)):
-        if inputs and all(isinstance(x, os.PathLike) for x in inputs):
-            return [Path(x) for x in inputs]
-        if inputs and all(isinstance(x, str) for x in inputs):
-            exists = [len(x) < 4096 and "\n" not in x and Path(x).exists() for x in inputs]
-            if all(exists):
-                return [Path(x) for x in inputs]
-            if any(exists):
-                missing = next(x for x, e in zip(inputs, exists) if not e)
-                raise CorpusError(f"{missing[:80]!r}: no such file (other items of the list are files)")
-    return None
+def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
+    if isinstance(files, (str, os.PathLike)):
+        return [Path(files)]
+    paths = list(files)
+    if not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        raise TypeError("files must be paths (str or os.PathLike); pass strings to train on as texts=")
+    return [Path(p) for p in paths]
 
 
-def _feed_parquet(trainer: _core.BpeTrainer, path: Path, text_field: str, report: CorpusReport) -> None:
+def _feed_parquet(trainer: _core.BpeTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
-    if text_field not in parquet.schema_arrow.names:
-        raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(parquet.schema_arrow.names)})")
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        raise CorpusError(f"{path}: not a readable Parquet file ({e})") from None
+    schema = parquet.schema_arrow
+    if text_field not in schema.names:
+        raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(schema.names)})")
+    kind = schema.field(text_field).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise CorpusError(f"{path}: column {text_field!r} holds {kind}, not strings")
     report.files += 1
+    row = 0
     for batch in parquet.iter_batches(batch_size=_BATCH, columns=[text_field]):
         column = batch.column(0)
-        nulls = column.null_count
-        if nulls:
-            report.set_aside["null text"] = report.set_aside.get("null text", 0) + nulls
+        if column.null_count:
+            first = row + pc.index(pc.is_null(column), True).as_py()
+            if strict:
+                raise CorpusError(f"{path}: row {first}: {text_field!r} is null")
+            report.set_aside["null_text_field"] = report.set_aside.get("null_text_field", 0) + column.null_count
+            if len(report.examples) < _MAX_EXAMPLES:
+                report.examples.append((str(path), first, f"null_text_field: {text_field!r} is null"))
             column = column.drop_null()
-        texts = column.to_pylist()
-        report.documents += len(texts)
-        report.bytes += column.nbytes
-        trainer.feed(texts)
+        row += batch.num_rows
+        report.documents += len(column)
+        report.bytes += pc.sum(pc.binary_length(column)).as_py() or 0
+        trainer.feed(column.to_pylist())
 
 
 def _feed_texts(trainer: _core.BpeTrainer, texts: Iterable[str], report: CorpusReport) -> None:
@@ -138,23 +145,25 @@ def _feed_texts(trainer: _core.BpeTrainer, texts: Iterable[str], report: CorpusR
 
 
 def train_bpe(
-    inputs: StrPath | Sequence[StrPath] | Iterable[str],
+    files: StrPath | Sequence[StrPath] | None = None,
+    *,
+    texts: Iterable[str] | None = None,
     vocab_size: int = 32000,
     pattern: str = "gpt2",
     special_tokens: Sequence[str] = ("<|endoftext|>",),
     min_frequency: int = 2,
     max_token_length: int | None = None,
     show_progress: bool = True,
-    *,
     strict: bool = False,
     text_field: str = "text",
     report: list[CorpusReport] | None = None,
 ) -> Tokenizer:
-    """Train a byte-level BPE tokenizer.
+    """Train a byte-level BPE tokenizer on ``files`` or on ``texts``.
 
-    ``inputs`` is a file or folder (walked recursively for .txt, .jsonl[.gz|.zst], .parquet),
-    a list of them, or any iterable of strings (each string one sequence). In text files each
-    line is one sequence, as in HF ``tokenizers``.
+    ``files`` is a file or folder (walked recursively for .txt, .jsonl[.gz|.zst], .parquet),
+    or a list of them; in text files each line is one sequence, as in HF ``tokenizers``.
+    ``texts`` is any iterable of strings, each one sequence (HF's ``train_from_iterator``);
+    it is consumed in batches, never held whole. Give one of the two.
 
     The merges are those HF ``BpeTrainer`` makes with the same pre-tokenizer, vocabulary size,
     special tokens and ``min_frequency`` (ids: special tokens first, then the 256 bytes, then
@@ -162,6 +171,10 @@ def train_bpe(
     with ``strict=True``; malformed records are set aside and counted. Pass a list as
     ``report`` to receive the :class:`CorpusReport`.
     """
+    if (files is None) == (texts is None):
+        raise TypeError("train_bpe takes either files or texts=, not both and not neither")
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be an iterable of strings, not one string")
     trainer = _core.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -171,17 +184,16 @@ def train_bpe(
         pattern=pattern,
     )
     summary = CorpusReport()
-    paths = _as_paths(inputs)
-    if paths is None:
-        _feed_texts(trainer, inputs, summary)  # type: ignore[arg-type]
+    if texts is not None:
+        _feed_texts(trainer, texts, summary)
     else:
-        files = _collect_files(paths)
-        native = [os.fspath(f) for f in files if not f.name.lower().endswith(".parquet")]
+        found = _collect_files(_as_paths(files))  # type: ignore[arg-type]
+        native = [os.fspath(f) for f in found if not f.name.lower().endswith(".parquet")]
         if native:
             summary.add(trainer.feed_files(native, strict=strict, text_field=text_field))
-        for f in files:
+        for f in found:
             if f.name.lower().endswith(".parquet"):
-                _feed_parquet(trainer, f, text_field, summary)
+                _feed_parquet(trainer, f, text_field, strict, summary)
     if summary.documents == 0:
         raise CorpusError("the training corpus holds no text")
     if report is not None:

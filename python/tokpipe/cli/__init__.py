@@ -22,7 +22,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UsageError(click.UsageError):
-    """A usage problem found after parsing (missing corpus, say): exit 2, one line."""
+    """A usage problem found after parsing (missing corpus, say): exit 2, one line.
+
+    Unlike click's own usage errors (bad options, which print the usage line), the command
+    line was well formed, so the usage text would only bury the message.
+    """
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"tokpipe: error: {_one_line(self)}", err=True)
 
 
 def friendly_errors(func: F) -> F:

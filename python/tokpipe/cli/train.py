@@ -8,8 +8,12 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import cli, friendly_errors
+from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.errors import InvalidArgumentError
 from tokpipe.train import CorpusReport, train_bpe
+
+# Set-aside examples printed after the summary (the report holds up to 20).
+_SHOWN = 5
 
 
 @cli.command("train-bpe")
@@ -53,18 +57,22 @@ def train_bpe_command(
     """
     started = time.perf_counter()
     report: list[CorpusReport] = []
-    tok = train_bpe(
-        list(corpus),
-        vocab_size=vocab_size,
-        pattern=pattern,
-        special_tokens=special_tokens,
-        min_frequency=min_frequency,
-        max_token_length=max_token_length,
-        show_progress=not quiet and sys.stderr.isatty(),
-        strict=strict,
-        text_field=text_field,
-        report=report,
-    )
+    try:
+        tok = train_bpe(
+            list(corpus),
+            vocab_size=vocab_size,
+            pattern=pattern,
+            special_tokens=special_tokens,
+            min_frequency=min_frequency,
+            max_token_length=max_token_length,
+            show_progress=not quiet and sys.stderr.isatty(),
+            strict=strict,
+            text_field=text_field,
+            report=report,
+        )
+    except InvalidArgumentError as e:
+        # The trainer refuses its settings before reading anything: a usage error.
+        raise UsageError(str(e)) from None
     tok.save(output)
     if tiktoken_path is not None:
         tok.save_tiktoken(tiktoken_path)
@@ -77,3 +85,7 @@ def train_bpe_command(
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             click.echo(f"{key:<{width}}  {value}", err=True)
+        if summary is not None and summary.examples:
+            click.echo(f"first set-aside input ({min(len(summary.examples), _SHOWN)} of {sum(summary.set_aside.values()):,}):", err=True)
+            for path, line, why in summary.examples[:_SHOWN]:
+                click.echo(f"  {path}:{line}: {why}", err=True)

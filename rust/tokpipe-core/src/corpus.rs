@@ -65,6 +65,14 @@ pub enum SetAsideReason {
 }
 
 impl SetAsideReason {
+    /// Every reason, in the order reports list them.
+    pub const ALL: [SetAsideReason; 4] = [
+        SetAsideReason::MalformedJson,
+        SetAsideReason::MissingTextField,
+        SetAsideReason::NonStringTextField,
+        SetAsideReason::CorruptStream,
+    ];
+
     /// A stable snake_case name, for reports and the Python side.
     pub fn as_str(self) -> &'static str {
         match self {

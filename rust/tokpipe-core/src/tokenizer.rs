@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::normalizers::Normalizer;
-use crate::pre_tokenizers::PreTokenizer;
+use crate::pre_tokenizers::{byte_level, PreTokenizer};
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -74,8 +74,13 @@ impl Tokenizer {
             if tok.is_empty() {
                 return Err(Error::InvalidArgument("a special token cannot be empty".into()));
             }
-            if model.token_bytes(id).is_some() {
-                return Err(Error::InvalidArgument(format!("special token {tok:?} has id {id}, which an ordinary token already has")));
+            // HF keeps one string -> id map, so a special token whose text is the byte-level
+            // spelling of an ordinary token is that token (HF's trainer makes these when a
+            // special token spells a byte or a merge). Any other clash is a broken vocabulary.
+            if let Some(bytes) = model.token_bytes(id) {
+                if byte_level::encode(bytes) != *tok {
+                    return Err(Error::InvalidArgument(format!("special token {tok:?} has id {id}, which an ordinary token already has")));
+                }
             }
             if added_ids.insert(tok.clone(), id).is_some() {
                 return Err(Error::InvalidArgument(format!("special token {tok:?} is given twice")));

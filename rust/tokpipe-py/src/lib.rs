@@ -6,6 +6,7 @@
 
 mod errors;
 mod tokenizer;
+mod trainers;
 
 use pyo3::prelude::*;
 
@@ -13,5 +14,6 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<tokenizer::PyTokenizer>()?;
+    m.add_class::<trainers::PyBpeTrainer>()?;
     Ok(())
 }

@@ -59,7 +59,7 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
         added.push(AddedToken { content: content.to_string(), id: id as u32, special });
     }
-    let added_ids: std::collections::HashSet<u32> = added.iter().map(|t| t.id).collect();
+    let added_text: HashMap<u32, &str> = added.iter().map(|t| (t.id, t.content.as_str())).collect();
 
     let vocab_obj = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("model.vocab is not an object".into()))?;
     let mut vocab = Vec::with_capacity(vocab_obj.len());
@@ -67,10 +67,17 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
     for (token, id) in vocab_obj {
         let id = id.as_u64().filter(|&id| id < u32::MAX as u64).ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))? as u32;
         ids.insert(token, id);
-        if added_ids.contains(&id) {
-            continue;
+        // An added token's vocab entry is usually its raw text (spaces included, so not
+        // byte-level). When it is the byte-level spelling of the same string it is also an
+        // ordinary token (HF's one string -> id map): a trained vocab whose special token
+        // spells a byte or a merge needs it, or that byte could not be encoded.
+        let decoded = byte_level::decode(token);
+        if let Some(&content) = added_text.get(&id) {
+            if decoded.is_none() || content != token {
+                continue;
+            }
         }
-        let bytes = byte_level::decode(token).ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
+        let bytes = decoded.ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
         vocab.push((bytes, id));
     }
 
@@ -191,7 +198,8 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
         .collect();
 
     let mut entries: Vec<(u32, String)> = model.tokens().map(|(id, b)| (id, byte_level::encode(b))).collect();
-    entries.extend(tok.added_tokens().iter().map(|t| (t.id, t.content.clone())));
+    // A special token that shares its id with an ordinary token is already there, spelled the same.
+    entries.extend(tok.added_tokens().iter().filter(|t| model.token_bytes(t.id).is_none()).map(|t| (t.id, t.content.clone())));
     entries.sort_unstable_by_key(|(id, _)| *id);
     let mut vocab = Map::with_capacity(entries.len());
     for (id, text) in entries {

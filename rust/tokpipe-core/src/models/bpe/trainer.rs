@@ -19,7 +19,9 @@ mod piece_counter;
 
 use crate::corpus::{self, CorpusOptions, CorpusReport, ReportBuilder};
 use crate::error::{Error, Result};
+use crate::models::bpe::BpeModel;
 use crate::pre_tokenizers::PreTokenizer;
+use crate::tokenizer::{AddedToken, Tokenizer};
 use merge_loop::{MergeLimits, TokenTable};
 use piece_counter::PieceCounter;
 use rayon::prelude::*;
@@ -57,6 +59,15 @@ pub struct TrainedBpe {
     pub merges: Vec<(u32, u32)>,
     /// Special tokens and their ids (`0..k`, in the configured order).
     pub specials: Vec<(String, u32)>,
+}
+
+impl TrainedBpe {
+    /// The tokenizer these merges make with `pre`, the pre-tokenizer they were trained with.
+    pub fn into_tokenizer(self, pre: PreTokenizer) -> Result<Tokenizer> {
+        let model = BpeModel::from_merges(self.vocab, self.merges, false, "<trained>")?;
+        let specials = self.specials.into_iter().map(|(text, id)| AddedToken::special(text, id)).collect();
+        Tokenizer::new(pre, model, specials)
+    }
 }
 
 /// Counts pre-tokens, then learns merges. Feed it texts and/or files, then call `train`.
@@ -231,6 +242,13 @@ impl BpeTrainer {
         Ok(TrainedBpe { vocab: tokens.into_ordinary(), merges: dedup_merges(merges), specials })
     }
 
+    /// Learns the merges and returns them as a ready [`Tokenizer`] with this trainer's
+    /// pre-tokenizer and the special tokens (which `encode` treats as text unless allowed).
+    pub fn train_tokenizer(self) -> Result<Tokenizer> {
+        let pre = self.pre.clone();
+        self.train()?.into_tokenizer(pre)
+    }
+
     fn progress_bar(&self, len: u64, template: &str) -> indicatif::ProgressBar {
         if !self.config.show_progress {
             return indicatif::ProgressBar::hidden();
@@ -299,8 +317,8 @@ fn dedup_merges(merges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
 mod tests {
     use super::*;
     use crate::corpus::test_files::{gzip, zstd, TempDir};
-    use crate::models::bpe::BpeModel;
     use crate::pre_tokenizers::byte_level;
+    use crate::tokenizer::AllowedSpecial;
 
     fn config(vocab_size: usize) -> BpeTrainerConfig {
         BpeTrainerConfig { vocab_size, min_frequency: 0, special_tokens: vec![], max_token_length: None, show_progress: false }
@@ -383,7 +401,13 @@ mod tests {
         // 256 bytes (one shared with a special), "ab" (shared), then "Ġab" as the only new id.
         assert_eq!(trained.vocab.len(), 256 + 1 + 1);
         assert_eq!(trained.vocab.last().unwrap(), &(b" ab".to_vec(), 257));
-        BpeModel::from_merges(trained.vocab, trained.merges, false, "test").unwrap();
+        // The shared ids make one tokenizer: "!" and "ab" encode to the same id as text or as
+        // allowed specials, and every id decodes to its bytes.
+        let tok = trained.into_tokenizer(PreTokenizer::new("gpt2").unwrap()).unwrap();
+        let as_text = tok.encode("ab!", &AllowedSpecial::None).unwrap();
+        assert_eq!(as_text, vec![0, 1]);
+        assert_eq!(tok.encode("ab!", &AllowedSpecial::All).unwrap(), as_text);
+        assert_eq!(tok.decode(&[257, 0, 1]).unwrap(), " abab!");
     }
 
     #[test]
