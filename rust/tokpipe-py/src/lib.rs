@@ -5,6 +5,7 @@
 //! Rust. The typed, documented Python API is `python/tokpipe`, which wraps these classes.
 
 mod errors;
+mod ids;
 mod tokenizer;
 mod trainers;
 

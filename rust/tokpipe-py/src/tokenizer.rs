@@ -1,9 +1,10 @@
 //! `tokpipe._core.Tokenizer`: type conversion and GIL release around the core `Tokenizer`.
 
 use crate::errors::IntoPyResult;
+use crate::ids::IdObjects;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
 use std::path::PathBuf;
 use tokpipe_core::formats::{gpt2, hf_json, tiktoken};
@@ -18,6 +19,14 @@ const DETACH_BYTES: usize = 4096;
 #[pyclass(module = "tokpipe._core", name = "Tokenizer", frozen)]
 pub struct PyTokenizer {
     pub inner: tokpipe_core::Tokenizer,
+    ids: IdObjects,
+}
+
+impl PyTokenizer {
+    pub fn new(inner: tokpipe_core::Tokenizer) -> Self {
+        let ids = IdObjects::new(inner.vocab_size());
+        PyTokenizer { inner, ids }
+    }
 }
 
 /// `"all"`, or any iterable of special-token strings.
@@ -47,13 +56,13 @@ impl PyTokenizer {
     #[staticmethod]
     fn from_file(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let inner = py.detach(|| hf_json::load(&path)).py()?;
-        Ok(PyTokenizer { inner })
+        Ok(PyTokenizer::new(inner))
     }
 
     #[staticmethod]
     fn from_json(py: Python<'_>, json: &str) -> PyResult<Self> {
         let inner = py.detach(|| hf_json::from_slice(json.as_bytes(), "<tokenizer json>")).py()?;
-        Ok(PyTokenizer { inner })
+        Ok(PyTokenizer::new(inner))
     }
 
     /// `special_tokens=None` means OpenAI's own special tokens when the file is one of its
@@ -72,7 +81,7 @@ impl PyTokenizer {
                 tokpipe_core::Tokenizer::new(pre, model, specials)
             })
             .py()?;
-        Ok(PyTokenizer { inner })
+        Ok(PyTokenizer::new(inner))
     }
 
     #[staticmethod]
@@ -83,32 +92,36 @@ impl PyTokenizer {
                 tokpipe_core::Tokenizer::new(PreTokenizer::new("gpt2")?, model, specials)
             })
             .py()?;
-        Ok(PyTokenizer { inner })
+        Ok(PyTokenizer::new(inner))
     }
 
     #[pyo3(signature = (text, allowed_special=None))]
-    fn encode(&self, py: Python<'_>, text: PyBackedStr, allowed_special: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u32>> {
+    fn encode<'py>(&self, py: Python<'py>, text: PyBackedStr, allowed_special: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
-        if text.len() < DETACH_BYTES {
-            return self.inner.encode(&text, &allowed).py();
-        }
-        py.detach(|| self.inner.encode(&text, &allowed)).py()
+        let ids = if text.len() < DETACH_BYTES {
+            self.inner.encode(&text, &allowed)
+        } else {
+            py.detach(|| self.inner.encode(&text, &allowed))
+        };
+        self.ids.list(py, &ids.py()?)
     }
 
     #[pyo3(signature = (texts, num_threads=None, allowed_special=None))]
-    fn encode_batch(
+    fn encode_batch<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         texts: Vec<PyBackedStr>,
         num_threads: Option<usize>,
         allowed_special: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
-        py.detach(|| {
-            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-            self.inner.encode_batch(&refs, &allowed, num_threads)
-        })
-        .py()
+        let batch = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                self.inner.encode_batch(&refs, &allowed, num_threads)
+            })
+            .py()?;
+        self.ids.lists(py, &batch)
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {

@@ -67,7 +67,7 @@ impl PyBpeTrainer {
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
         let trainer = self.inner.lock().ok().and_then(|mut g| g.take()).ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
         let inner = py.detach(|| trainer.train_tokenizer()).py()?;
-        Ok(PyTokenizer { inner })
+        Ok(PyTokenizer::new(inner))
     }
 }
 
