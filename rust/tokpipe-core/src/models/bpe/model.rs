@@ -300,8 +300,10 @@ impl BpeModel {
         let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut next: Vec<usize> = (1..=n).collect();
         let mut alive = vec![true; n];
-        // Max-heap of Reverse((priority, left position, merged id, right symbol id at push)).
-        let mut heap: BinaryHeap<std::cmp::Reverse<(u32, usize, u32, u32, u32)>> = BinaryHeap::new();
+        // Reverse((priority, left position, merged id, left and right symbol ids at push)):
+        // the lowest priority first, then the leftmost, as the rank rule requires.
+        type Candidate = std::cmp::Reverse<(u32, usize, u32, u32, u32)>;
+        let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
         for i in 0..n - 1 {
             if let Some((prio, id)) = self.merge_of(syms[i], syms[i + 1]) {
                 heap.push(std::cmp::Reverse((prio, i, id, syms[i], syms[i + 1])));
