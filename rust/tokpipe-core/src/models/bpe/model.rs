@@ -248,46 +248,54 @@ impl BpeModel {
 
     /// Runs the merge loop over `piece`'s bytes (no whole-piece lookup).
     fn merge_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
-        let mut syms: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
-        if syms.contains(&NO_TOKEN) {
-            syms.retain(|&id| id != NO_TOKEN);
-        }
-        if syms.len() <= SHORT_PIECE {
-            self.merge_short(syms, out)
+        let byte_id = |&b: &u8| self.byte_ids[b as usize];
+        if piece.len() <= SHORT_PIECE {
+            let mut syms = [0u32; SHORT_PIECE];
+            let mut n = 0;
+            for id in piece.iter().map(byte_id).filter(|&id| id != NO_TOKEN) {
+                syms[n] = id;
+                n += 1;
+            }
+            self.merge_short(&mut syms, n, out)
         } else {
-            self.merge_long(syms, out)
+            self.merge_long(piece.iter().map(byte_id).filter(|&id| id != NO_TOKEN).collect(), out)
         }
     }
 
-    /// Quadratic in the piece length but with tiny constants: a flat vector of symbols and
-    /// the priority of the pair starting at each one.
-    fn merge_short(&self, mut syms: Vec<u32>, out: &mut Vec<u32>) {
-        const NONE: (u32, u32) = (u32::MAX, u32::MAX);
-        let mut pairs: Vec<(u32, u32)> =
-            syms.windows(2).map(|w| self.merge_of(w[0], w[1]).unwrap_or(NONE)).collect();
-        loop {
-            let mut best = NONE.0;
-            let mut at = usize::MAX;
-            for (i, &(prio, _)) in pairs.iter().enumerate() {
-                if prio < best {
-                    best = prio;
+    /// Quadratic in the piece length but with tiny constants, and no allocation: the first
+    /// `n` symbols, and the priority and result of the pair starting at each, in stack arrays
+    /// (most pieces are words of a few bytes, where a heap would cost more than it saves).
+    fn merge_short(&self, syms: &mut [u32; SHORT_PIECE], mut n: usize, out: &mut Vec<u32>) {
+        let mut prio = [u32::MAX; SHORT_PIECE];
+        let mut merged = [0u32; SHORT_PIECE];
+        let pair = |syms: &[u32; SHORT_PIECE], i: usize| self.merge_of(syms[i], syms[i + 1]).unwrap_or((u32::MAX, 0));
+        for i in 0..n.saturating_sub(1) {
+            (prio[i], merged[i]) = pair(syms, i);
+        }
+        while n > 1 {
+            // The lowest priority, leftmost on ties.
+            let mut at = 0;
+            for i in 1..n - 1 {
+                if prio[i] < prio[at] {
                     at = i;
                 }
             }
-            if at == usize::MAX {
+            if prio[at] == u32::MAX {
                 break;
             }
-            syms[at] = pairs[at].1;
-            syms.remove(at + 1);
-            pairs.remove(at);
-            if at + 1 < syms.len() {
-                pairs[at] = self.merge_of(syms[at], syms[at + 1]).unwrap_or(NONE);
+            syms[at] = merged[at];
+            syms.copy_within(at + 2..n, at + 1);
+            prio.copy_within(at + 1..n - 1, at);
+            merged.copy_within(at + 1..n - 1, at);
+            n -= 1;
+            if at + 1 < n {
+                (prio[at], merged[at]) = pair(syms, at);
             }
             if at > 0 {
-                pairs[at - 1] = self.merge_of(syms[at - 1], syms[at]).unwrap_or(NONE);
+                (prio[at - 1], merged[at - 1]) = pair(syms, at - 1);
             }
         }
-        out.extend_from_slice(&syms);
+        out.extend_from_slice(&syms[..n]);
     }
 
     /// O(n log n): symbols in a doubly linked list over the byte positions, candidate merges
@@ -358,10 +366,12 @@ mod tests {
         }
         let model = BpeModel::from_ranks(vocab, "test").unwrap();
         let text: Vec<u8> = b"abcaabcaaaabbcaaaaaaaaabc".repeat(20);
-        for len in 2..text.len() {
+        for len in 0..=SHORT_PIECE {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let syms: Vec<u32> = text[..len].iter().map(|&b| b as u32).collect();
-            model.merge_short(syms.clone(), &mut a);
+            let mut stack = [0u32; SHORT_PIECE];
+            stack[..len].copy_from_slice(&syms);
+            model.merge_short(&mut stack, len, &mut a);
             model.merge_long(syms, &mut b);
             assert_eq!(a, b, "length {len}");
         }
