@@ -39,16 +39,11 @@ impl IdObjects {
         });
         new_list(py, ids.len(), items)
     }
-
-    /// One list per id sequence, in a list.
-    pub fn lists<'py>(&self, py: Python<'py>, batch: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
-        new_list(py, batch.len(), batch.iter().map(|ids| Ok(self.list(py, ids)?.into_any())))
-    }
 }
 
 /// A list of exactly `len` items filled in place (`PyList::new` goes through a generic
 /// iterator protocol with per-item checks this loop does not need).
-fn new_list<'py>(py: Python<'py>, len: usize, items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Bound<'py, PyList>> {
+pub fn new_list<'py>(py: Python<'py>, len: usize, items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Bound<'py, PyList>> {
     // SAFETY: PyList_New(len) gives a list whose `len` slots are NULL; each slot is set once
     // with a reference we own (`into_ptr`), and the list is owned by `Bound` before anything
     // can fail, so an error drops it with the slots set so far (NULL slots are allowed there).

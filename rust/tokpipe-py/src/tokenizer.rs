@@ -1,7 +1,8 @@
 //! `tokpipe._core.Tokenizer`: type conversion and GIL release around the core `Tokenizer`.
 
 use crate::errors::IntoPyResult;
-use crate::ids::IdObjects;
+use crate::ids::{self, IdObjects};
+use std::ops::ControlFlow;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -15,6 +16,10 @@ use tokpipe_core::tokenizer::{AddedToken, AllowedSpecial};
 // Inputs at or above this size are encoded with the GIL released; below it the release and
 // re-acquire cost more than the encoding (a few hundred ns against ~50 ns per short word).
 const DETACH_BYTES: usize = 4096;
+
+// Input per chunk of `encode_batch`: small enough that the last chunk's conversion (the part
+// that cannot overlap) is short, large enough that each chunk keeps every thread busy.
+const BATCH_CHUNK_BYTES: usize = 2 << 20;
 
 #[pyclass(module = "tokpipe._core", name = "Tokenizer", frozen)]
 pub struct PyTokenizer {
@@ -115,13 +120,32 @@ impl PyTokenizer {
         allowed_special: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
-        let batch = py
-            .detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                self.inner.encode_batch(&refs, &allowed, num_threads)
+        // The lists are made (with the GIL) chunk by chunk while the next chunk is encoded
+        // (without it): see `Tokenizer::encode_batch_chunked`.
+        let mut lists: Vec<Py<PyAny>> = Vec::with_capacity(texts.len());
+        let mut failed: Option<PyErr> = None;
+        py.detach(|| {
+            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+            self.inner.encode_batch_chunked(&refs, &allowed, num_threads, BATCH_CHUNK_BYTES, |chunk| {
+                Python::attach(|py| {
+                    for ids in &chunk {
+                        match self.ids.list(py, ids) {
+                            Ok(list) => lists.push(list.into_any().unbind()),
+                            Err(e) => {
+                                failed = Some(e);
+                                return ControlFlow::Break(());
+                            }
+                        }
+                    }
+                    ControlFlow::Continue(())
+                })
             })
-            .py()?;
-        self.ids.lists(py, &batch)
+        })
+        .py()?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        ids::new_list(py, lists.len(), lists.into_iter().map(|l| Ok(l.into_bound(py))))
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
