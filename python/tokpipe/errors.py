@@ -15,6 +15,8 @@ __all__ = [
     "InvalidArgumentError",
     "EncodeError",
     "CorpusError",
+    "ConfigError",
+    "PipelineError",
 ]
 
 
@@ -41,3 +43,12 @@ class EncodeError(TokpipeError, ValueError):
 
 class CorpusError(TokpipeError):
     """A training corpus is unusable: missing, empty, or invalid under ``strict``."""
+
+
+class ConfigError(TokpipeError, ValueError):
+    """A pipeline config is invalid: unknown stage or parameter, bad value, unreadable file."""
+
+
+class PipelineError(TokpipeError):
+    """A pipeline run failed (bad input under ``strict``, an output folder from another
+    config, a stage that raised); the message names the file or stage."""

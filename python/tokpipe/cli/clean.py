@@ -1,0 +1,176 @@
+"""``tokpipe clean``: run a cleaning pipeline over files into sharded Parquet; ``tokpipe stats``
+summarises a finished output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.errors import ConfigError, CorpusError, PipelineError
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``256MB``, ``1G``, ``4096``: a byte count."""
+    raw = text.strip().upper().replace("IB", "B")
+    number = raw.rstrip("KMGB")
+    unit = raw[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a size like 256MB, 1G or 4096") from None
+    if unit not in _UNITS or value <= 0:
+        raise click.BadParameter(f"{text!r} is not a size like 256MB, 1G or 4096")
+    return int(value * _UNITS[unit])
+
+
+class _Progress:
+    """One progress line per phase on stderr, when stderr is a terminal and not --quiet."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if phase != self.phase:
+            if self.phase:
+                sys.stderr.write("\n")
+            self.phase, self.started = phase, time.perf_counter()
+        elapsed = time.perf_counter() - self.started
+        eta = f", eta {elapsed / done * (total - done):.0f}s" if 0 < done < total else ""
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r{phase:<22} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                         f"({elapsed:.0f}s{eta})  ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.phase:
+            sys.stderr.write("\n")
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def stats_table(stats: dict[str, dict[str, Any]]) -> str:
+    rows = [("stage", "in", "kept", "dropped", "seconds", "details")]
+    for name, s in stats.items():
+        dropped = {k.removeprefix("dropped_"): v for k, v in s.items() if k.startswith("dropped_")}
+        extra = {k: v for k, v in s.items() if k not in ("in", "kept", "seconds") and not k.startswith("dropped_")}
+        details = ", ".join([f"{k} {v:,}" for k, v in dropped.items()] + [f"{k} {v}" for k, v in extra.items()])
+        rows.append((name, f"{s.get('in', 0):,}", f"{s.get('kept', 0):,}", f"{sum(dropped.values()):,}",
+                     f"{s.get('seconds', 0):.1f}", details))
+    return _table(rows)
+
+
+@cli.command("clean")
+@click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder: Parquet shards, rejected/, errors.jsonl and manifest.json.")
+@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Pipeline config (YAML or TOML) with a `stages:` list; default: normalize, length_filter, exact_dedup.")
+@click.option("-w", "--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes [default: the number of cores].")
+@click.option("--shard-size", default="256MB", show_default=True,
+              help="Start a new output shard after this many bytes (e.g. 64MB, 1G).")
+@click.option("--text-field", default="text", show_default=True, help="JSONL/Parquet field holding the text.")
+@click.option("--id-field", default="id", show_default=True,
+              help="JSONL/Parquet field holding the id; documents without one get path:line.")
+@click.option("--split", type=click.Choice(["none", "lines", "paragraphs"]), default="none", show_default=True,
+              help="How .txt files become documents: one per file, per line, or per paragraph.")
+@click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input instead of recording it in errors.jsonl.")
+@click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
+@click.option("--print-config", is_flag=True, help="Print the effective pipeline config (YAML) and exit.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
+@friendly_errors
+def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Path | None, workers: int | None,
+                  shard_size: str, text_field: str, id_field: str, split: str, strict: bool, overwrite: bool,
+                  print_config: bool, quiet: bool) -> None:
+    """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet.
+
+    Rerunning the same command after a crash or kill finishes only what is left; the output
+    is then exactly that of an uninterrupted run. Every input document ends up kept, in
+    rejected/ (with the reason and stage), or in errors.jsonl (unreadable input).
+    Exit codes: 0 done, 1 the run failed, 2 wrong usage or config.
+    """
+    import yaml
+
+    from tokpipe.pipeline.config import load_config
+    from tokpipe.pipeline.engines import LocalExecutor, RunOptions
+    from tokpipe.pipeline.readers import ReaderOptions
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    if print_config:
+        click.echo(yaml.safe_dump(config.to_dict(), sort_keys=False), nl=False)
+        return
+    if not inputs:
+        raise UsageError("give at least one INPUT file or folder")
+    if output is None:
+        raise UsageError("give the output folder with -o/--output")
+    size = parse_size(shard_size)
+    reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict)
+    options = RunOptions(workers=workers or os.cpu_count() or 1, shard_size=size, strict=strict,
+                         overwrite=overwrite, reader=reader)
+    progress = _Progress(enabled=not quiet and sys.stderr.isatty())
+    executor = LocalExecutor(config, inputs, output, options, progress=progress)
+    try:
+        result = executor.run()
+    except CorpusError as e:  # planning: a missing input, no input files
+        raise UsageError(str(e)) from None
+    except PipelineError as e:
+        progress.close()
+        click.echo(f"tokpipe: error: {' '.join(str(e).split())}", err=True)
+        sys.exit(1)
+    progress.close()
+    if not quiet:
+        click.echo(stats_table({name: s.as_dict() for name, s in result.stats.items()}), err=True)
+        click.echo(f"\n{result.kept:,} documents kept in {len(result.shards)} shard(s), "
+                   f"{result.rejected_rows:,} rejected, {result.errors:,} unreadable (errors.jsonl) -> {output}", err=True)
+
+
+@cli.command("stats")
+@click.argument("output", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--verify", is_flag=True, help="Also check every shard's size, row count and sha256 against the manifest.")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest's stats as JSON instead of a table.")
+@friendly_errors
+def stats_command(output: Path, verify: bool, as_json: bool) -> None:
+    """Summarise a finished `tokpipe clean` OUTPUT folder from its manifest.json."""
+    from tokpipe.pipeline.writers import read_manifest, verify_manifest
+
+    manifest = read_manifest(output)
+    if as_json:
+        click.echo(json.dumps(manifest["stats"], indent=2))
+    else:
+        click.echo(stats_table(manifest["stats"]))
+        totals = manifest.get("totals", {})
+        click.echo(f"\nshards {len(manifest['shards'])}, rows {totals.get('rows', 0):,}, "
+                   f"bytes {totals.get('bytes', 0):,}, rejected rows {totals.get('rejected_rows', 0):,}, "
+                   f"tokpipe {manifest.get('tokpipe_version')}")
+    if verify:
+        problems = verify_manifest(output)
+        for problem in problems:
+            click.echo(f"tokpipe: problem: {problem}", err=True)
+        if problems:
+            sys.exit(1)
+        click.echo("verified: every shard matches the manifest")

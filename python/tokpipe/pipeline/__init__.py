@@ -1,0 +1,46 @@
+"""The data pipeline: readers turn files into Arrow record batches of documents (``id``,
+``text``, other fields), stages filter and rewrite them, writers store Parquet shards, and an
+executor runs it all in parallel and resumably.
+
+A user stage is a few lines (see :mod:`tokpipe.pipeline.base`); ``run`` is the library
+equivalent of ``tokpipe clean``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register, registered_stages
+from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, load_config, parse_config
+
+__all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "register", "registered_stages",
+           "PipelineConfig", "DEFAULT_STAGES", "load_config", "parse_config", "run"]
+
+
+def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+        config: PipelineConfig | dict[str, Any] | str | os.PathLike[str] | None = None, **options: Any) -> Any:
+    """Run a pipeline over ``inputs`` into ``out_dir`` on local worker processes.
+
+    ``config`` is a :class:`PipelineConfig`, a dict like a config file's content, a path to
+    a YAML/TOML file, or None for the default pipeline. ``options`` are
+    :class:`tokpipe.pipeline.engines.RunOptions` fields (``workers``, ``shard_size``,
+    ``strict``, ``overwrite``) plus reader options (``text_field``, ``id_field``, ``split``).
+    Returns the :class:`tokpipe.pipeline.engines.RunResult`.
+    """
+    from dataclasses import fields
+
+    from tokpipe.pipeline.engines import LocalExecutor, RunOptions
+    from tokpipe.pipeline.readers import ReaderOptions
+
+    if isinstance(config, PipelineConfig):
+        parsed = config
+    elif isinstance(config, dict):
+        parsed = parse_config(config)
+    else:
+        parsed = load_config(config)
+    reader_names = {f.name for f in fields(ReaderOptions)} - {"strict"}
+    reader = ReaderOptions(**{k: options.pop(k) for k in list(options) if k in reader_names},
+                           strict=options.get("strict", False))
+    return LocalExecutor(parsed, inputs, out_dir, RunOptions(reader=reader, **options)).run()

@@ -1,0 +1,211 @@
+"""Stages: the unit of a pipeline. A stage maps an Arrow record batch of documents to the
+documents it keeps and, for filters, the documents it drops with their reason.
+
+A stage owns its statistics (documents in, kept, dropped per reason, seconds), so a filter is
+only its keep mask::
+
+    @register
+    class ShortDocs(Filter):
+        \"\"\"Drop documents under ``min_chars`` characters.\"\"\"
+        name = "short_docs"
+
+        def __init__(self, min_chars: int = 100) -> None:
+            self.min_chars = min_chars
+
+        def keep(self, batch: pa.RecordBatch) -> Verdict:
+            return pc.greater_equal(pc.utf8_length(batch["text"]), self.min_chars), "too_short"
+
+Stages see batches of any size and must give the same answer however the documents are cut
+into batches; a stage that needs every document at once (deduplication across the whole
+corpus) says so with ``scope = "global"`` and is run by the executor in its own phase.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
+           "stage_class", "REASON", "STAGE"]
+
+#: Columns a rejected document carries besides its own: why, and which stage dropped it.
+REASON = "reason"
+STAGE = "stage"
+
+#: What ``Filter.keep`` returns: a boolean mask (True keeps the row) and the reason for the
+#: dropped rows, one string for all of them or one per row (only dropped rows' reasons are read).
+Verdict = tuple[Union[pa.Array, pa.ChunkedArray, np.ndarray, Sequence[bool]],
+                Union[str, pa.Array, np.ndarray, Sequence[str]]]
+
+
+@dataclass
+class StageStats:
+    """Counts for one stage, summed over batches, tasks and workers."""
+
+    stage: str
+    input: int = 0
+    kept: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+    #: Stage-specific counters (bytes removed, paragraphs removed, ...).
+    extra: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: StageStats) -> None:
+        self.input += other.input
+        self.kept += other.kept
+        self.dropped.update(other.dropped)
+        self.seconds += other.seconds
+        self.extra.update(other.extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat, JSON-ready: ``in``, ``kept``, ``dropped_<reason>``, extras, ``seconds``."""
+        out: dict[str, Any] = {"in": self.input, "kept": self.kept}
+        out.update({f"dropped_{reason}": n for reason, n in sorted(self.dropped.items())})
+        out.update(sorted(self.extra.items()))
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+    @classmethod
+    def from_dict(cls, stage: str, data: dict[str, Any]) -> StageStats:
+        stats = cls(stage, input=int(data.get("in", 0)), kept=int(data.get("kept", 0)),
+                    seconds=float(data.get("seconds", 0.0)))
+        for key, value in data.items():
+            if key.startswith("dropped_"):
+                stats.dropped[key.removeprefix("dropped_")] = int(value)
+            elif key not in ("in", "kept", "seconds"):
+                stats.extra[key] = value
+        return stats
+
+
+@dataclass
+class StageResult:
+    kept: pa.RecordBatch
+    #: Dropped documents with ``reason`` and ``stage`` columns added, or None when none were.
+    rejected: pa.RecordBatch | None = None
+
+
+_REGISTRY: dict[str, type[Stage]] = {}
+
+
+def register(cls: type[Stage]) -> type[Stage]:
+    """Class decorator: make a stage usable by its ``name`` in configs and on the command line."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise TypeError(f"stage name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_stages() -> dict[str, type[Stage]]:
+    """Every registered stage by name (the built-in ones are imported first)."""
+    import tokpipe.pipeline.stages  # noqa: F401  (registers the built-in stages)
+
+    return dict(sorted(_REGISTRY.items()))
+
+
+def stage_class(name: str) -> type[Stage] | None:
+    return registered_stages().get(name)
+
+
+class Stage:
+    """Maps a record batch to a record batch. Subclasses set ``name`` and implement ``apply``
+    (or, for filters, ``keep``); ``process`` adds the timing and the counting."""
+
+    #: Registered name, used in configs (``type: <name>``) and stats.
+    name: ClassVar[str] = ""
+    #: "document": each document is handled on its own (runs in parallel, per batch).
+    #: "global": the stage needs the whole corpus; the executor gives it its own phase.
+    scope: ClassVar[str] = "document"
+
+    _stats: StageStats
+
+    @property
+    def stats(self) -> StageStats:
+        if not hasattr(self, "_stats"):
+            self._stats = StageStats(self.name)
+        return self._stats
+
+    def process(self, batch: pa.RecordBatch) -> StageResult:
+        started = time.perf_counter()
+        result = self.apply(batch)
+        if isinstance(result, pa.RecordBatch):
+            result = StageResult(result)
+        stats = self.stats
+        stats.input += batch.num_rows
+        stats.kept += result.kept.num_rows
+        if result.rejected is not None and result.rejected.num_rows:
+            reasons = result.rejected.column(REASON).to_numpy(zero_copy_only=False)
+            values, counts = np.unique(reasons.astype(str), return_counts=True)
+            stats.dropped.update(dict(zip(values.tolist(), counts.tolist())))
+        stats.seconds += time.perf_counter() - started
+        return result
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch | StageResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement apply() or keep()")
+
+    def params(self) -> dict[str, Any]:
+        """The parameters this stage was built with (as a config would give them)."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def reject(self, batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray) -> StageResult:
+        """Split ``batch`` by ``mask`` (True keeps), labelling dropped rows with ``reasons``."""
+        keep = pa.array(mask, type=pa.bool_())
+        kept = batch.filter(keep)
+        if kept.num_rows == batch.num_rows:
+            return StageResult(kept)
+        dropped = batch.filter(pc.invert(keep))
+        if isinstance(reasons, str):
+            reason_column = pa.array([reasons] * dropped.num_rows, type=pa.string())
+        else:
+            reason_column = pa.array(np.asarray(reasons, dtype=object)[~mask], type=pa.string())
+        dropped = dropped.append_column(REASON, reason_column)
+        dropped = dropped.append_column(STAGE, pa.array([self.name] * dropped.num_rows, type=pa.string()))
+        return StageResult(kept, dropped)
+
+
+class Filter(Stage):
+    """A stage that only keeps or drops documents: implement ``keep``."""
+
+    def keep(self, batch: pa.RecordBatch) -> Verdict:
+        raise NotImplementedError(f"{type(self).__name__} must implement keep()")
+
+    def apply(self, batch: pa.RecordBatch) -> StageResult:
+        mask, reasons = self.keep(batch)
+        if isinstance(mask, (pa.Array, pa.ChunkedArray)):
+            mask = mask.fill_null(False).to_numpy(zero_copy_only=False)
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (batch.num_rows,):
+            raise ValueError(f"stage {self.name}: keep() gave {mask.shape[0]} flags for {batch.num_rows} documents")
+        if not isinstance(reasons, str) and isinstance(reasons, (pa.Array, pa.ChunkedArray)):
+            reasons = reasons.to_numpy(zero_copy_only=False)
+        return self.reject(batch, mask, reasons)
+
+
+class GlobalStage(Stage):
+    """A stage that must see the whole corpus before it can drop anything (deduplication).
+
+    The executor runs it in two steps: ``keys`` in the parallel phase, one key per document
+    of every batch; then ``decide`` once, over the keys of every task in task order, giving
+    for each document the position (in that same global order) of the document kept in its
+    place: its own position keeps it, any other drops it as a ``duplicate`` of that one.
+    """
+
+    scope = "global"
+
+    def keys(self, batch: pa.RecordBatch) -> pa.Array:
+        raise NotImplementedError(f"{type(self).__name__} must implement keys()")
+
+    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+        raise NotImplementedError(f"{type(self).__name__} must implement decide()")
+
+    def apply(self, batch: pa.RecordBatch) -> StageResult:
+        raise TypeError(f"{self.name} is a global stage: the executor runs it through keys() and decide()")

@@ -1,0 +1,437 @@
+"""The local executor: a pipeline over input tasks on N worker processes, resumable.
+
+Shape of a run. The stage list is cut at each global stage (``exact_dedup``...) into
+segments. Each segment runs per task, in parallel; between segments a global stage decides
+once, over the keys of every task. A last pack step writes the final shards.
+
+    OUT/.tokpipe/run.json             what this folder is for (config, inputs, reader options)
+    OUT/.tokpipe/tasks.json           the planned tasks, fixed at the first run
+    OUT/.tokpipe/seg{k}/{t}.parquet   task t's documents after segment k (plus the next
+                                      global stage's key column)
+    OUT/.tokpipe/seg{k}/{t}.rejected.parquet, {t}.errors.jsonl, {t}.json (stats; written last)
+    OUT/.tokpipe/global{k}/{t}.parquet   the global stage's verdict per document of task t
+    OUT/.tokpipe/pack/{w}.json        worker group w's final shards (written last)
+    OUT/part-{w:05d}-{s:05d}.parquet, OUT/rejected/..., OUT/errors.jsonl, OUT/manifest.json
+
+Why this shape: every unit of work (a task in a segment, a global decision, a worker group's
+pack) writes its files under temporary names and commits by writing its marker last, so a
+killed run restarts exactly where it stopped, and a unit is either wholly there or redone.
+Global stages see documents in task order, so the kept copy of a duplicate is the same for
+any number of workers; only the cut of the final shards depends on ``workers``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import multiprocessing
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokpipe.errors import CorpusError, PipelineError
+from tokpipe.pipeline.base import REASON, STAGE, GlobalStage, Stage, StageStats
+from tokpipe.pipeline.config import PipelineConfig, StageSpec
+from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
+from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo, write_manifest
+
+__all__ = ["LocalExecutor", "RunOptions", "RunResult", "DUPLICATE_OF", "READ_STATS"]
+
+#: Column of a rejected duplicate: the id of the document kept in its place.
+DUPLICATE_OF = "duplicate_of"
+#: Stats key of the readers: documents read and input set aside, per reason.
+READ_STATS = "read"
+_KEY = "_tokpipe_key"
+_STATE = ".tokpipe"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    workers: int = 1
+    shard_size: int = 256 << 20
+    strict: bool = False
+    overwrite: bool = False
+    reader: ReaderOptions = field(default_factory=ReaderOptions)
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    stats: dict[str, StageStats]
+    shards: list[ShardInfo]
+    rejected: list[ShardInfo]
+    errors: int
+    #: Tasks done by this call (0 when everything was already done by an earlier run).
+    tasks_run: int = 0
+
+    @property
+    def documents_in(self) -> int:
+        read = self.stats[READ_STATS]
+        return read.input
+
+    @property
+    def kept(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+    @property
+    def rejected_rows(self) -> int:
+        return sum(s.rows for s in self.rejected)
+
+
+def _segments(config: PipelineConfig) -> list[tuple[list[StageSpec], StageSpec | None]]:
+    """The stage list cut after each global stage: (document stages, the global stage or None)."""
+    from tokpipe.pipeline.base import registered_stages
+
+    known = registered_stages()
+    segments: list[tuple[list[StageSpec], StageSpec | None]] = []
+    current: list[StageSpec] = []
+    for spec in config.stages:
+        if known[spec.type].scope == "global":
+            segments.append((current, spec))
+            current = []
+        else:
+            current.append(spec)
+    segments.append((current, None))
+    return segments
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_table(path: Path, batches: Sequence[pa.RecordBatch]) -> None:
+    """All batches into one Parquet file, committed by rename. Batches whose extra columns
+    differ are unified first (missing columns become nulls)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    if batches:
+        table = pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+    else:
+        table = pa.table({})
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def _with_rejection_columns(rejected: pa.RecordBatch) -> pa.RecordBatch:
+    """Every rejected batch gets the same rejection columns, so rejected shards share a schema."""
+    if DUPLICATE_OF not in rejected.schema.names:
+        rejected = rejected.append_column(DUPLICATE_OF, pa.nulls(rejected.num_rows, type=pa.string()))
+    return rejected
+
+
+# ---------------------------------------------------------------------------------------------
+# Work units. Top-level functions so worker processes can run them.
+
+
+def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[str, Any]], dict[str, Any] | None],
+                      previous_global: dict[str, Any] | None, reader: dict[str, Any]) -> dict[str, Any]:
+    """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
+    the segment's document stages, and the keys of the global stage that ends it."""
+    state_dir = Path(state)
+    stage_specs, global_spec = segment
+    stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
+    closing: GlobalStage | None = None
+    if global_spec is not None:
+        built = StageSpec(global_spec["type"], global_spec["params"]).build()
+        assert isinstance(built, GlobalStage)
+        closing = built
+    stats: dict[str, dict[str, Any]] = {}
+    errors: list[ReadError] = []
+    kept: list[pa.RecordBatch] = []
+    rejected: list[pa.RecordBatch] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        if k == 0:
+            options = ReaderOptions(**reader)
+            read = StageStats(READ_STATS)
+            for batch in read_task(task, options, errors.append):
+                read.input += batch.num_rows
+                read.kept += batch.num_rows
+                yield batch
+            read.input += len(errors)
+            for e in errors:
+                read.dropped[e.reason] += 1
+            stats[READ_STATS] = read.as_dict()
+            return
+        source = state_dir / f"seg{k - 1}" / f"{task.index:06d}.parquet"
+        table = pq.read_table(source)
+        if _KEY in table.column_names:
+            table = table.drop_columns([_KEY])
+        if previous_global is not None:
+            table = _apply_verdicts(state_dir, k - 1, task, table, previous_global["type"], rejected)
+        yield from table.to_batches(max_chunksize=reader.get("batch_rows", 1024))
+
+    for batch in batches():
+        for stage in stages:
+            result = stage.process(batch)
+            if result.rejected is not None and result.rejected.num_rows:
+                rejected.append(_with_rejection_columns(result.rejected))
+            batch = result.kept
+            if not batch.num_rows:
+                break
+        if batch.num_rows:
+            if closing is not None:
+                batch = batch.append_column(_KEY, closing.keys(batch))
+            kept.append(batch)
+    for stage in stages:
+        stats[stage.name] = stage.stats.as_dict()
+
+    out = state_dir / f"seg{k}"
+    _write_table(out / f"{task.index:06d}.parquet", kept)
+    if rejected:
+        _write_table(out / f"{task.index:06d}.rejected.parquet", rejected)
+    if k == 0:
+        tmp = out / f".{task.index:06d}.errors.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            for e in errors:
+                f.write(json.dumps(asdict(e), ensure_ascii=False) + "\n")
+        os.replace(tmp, out / f"{task.index:06d}.errors.jsonl")
+    summary = {"task": task.index, "stats": stats, "errors": len(errors),
+               "kept": sum(b.num_rows for b in kept), "rejected": sum(b.num_rows for b in rejected)}
+    _write_json(out / f"{task.index:06d}.json", summary)
+    return summary
+
+
+def _apply_verdicts(state_dir: Path, k: int, task: Task, table: pa.Table, stage_name: str,
+                    rejected: list[pa.RecordBatch]) -> pa.Table:
+    """Drops the documents global stage ``k`` marked as duplicates, into ``rejected``."""
+    verdict = pq.read_table(state_dir / f"global{k}" / f"{task.index:06d}.parquet").column(DUPLICATE_OF)
+    is_dup = verdict.is_valid().to_numpy(zero_copy_only=False)
+    if not is_dup.any():
+        return table
+    dups = table.filter(pa.array(is_dup))
+    dups = dups.append_column(REASON, pa.array(["duplicate"] * dups.num_rows, type=pa.string()))
+    dups = dups.append_column(STAGE, pa.array([stage_name] * dups.num_rows, type=pa.string()))
+    dups = dups.append_column(DUPLICATE_OF, verdict.filter(pa.array(is_dup)))
+    rejected.extend(dups.to_batches())
+    return table.filter(pa.array(~is_dup))
+
+
+def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segments: int,
+                shard_size: int) -> dict[str, Any]:
+    """Worker group ``worker``'s final shards: its tasks' last-segment documents in task
+    order, and every segment's rejected documents."""
+    state_dir, out = Path(state), Path(out_dir)
+    last = segments - 1
+    with ParquetShardWriter(out, worker, shard_size) as kept, \
+            ParquetShardWriter(out / "rejected", worker, shard_size) as rejected:
+        shards: list[ShardInfo] = []
+        rejected_shards: list[ShardInfo] = []
+        for t in tasks:
+            for k in range(segments):
+                path = state_dir / f"seg{k}" / f"{t:06d}.rejected.parquet"
+                if path.exists():
+                    for batch in pq.ParquetFile(path).iter_batches():
+                        rejected_shards += rejected.write(batch)
+            for batch in pq.ParquetFile(state_dir / f"seg{last}" / f"{t:06d}.parquet").iter_batches():
+                shards += kept.write(batch)
+        shards += kept.close()
+        rejected_shards += rejected.close()
+    summary = {"worker": worker, "tasks": tasks, "shards": [asdict(s) for s in shards],
+               "rejected": [asdict(s) for s in rejected_shards]}
+    _write_json(state_dir / "pack" / f"{worker}.json", summary)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class LocalExecutor:
+    """Runs ``config`` over ``inputs`` into ``out_dir``; see the module docstring."""
+
+    def __init__(self, config: PipelineConfig, inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+                 options: RunOptions = RunOptions(), progress: Callable[[str, int, int], None] | None = None) -> None:
+        self.config = config
+        self.inputs = [os.fspath(p) for p in inputs]
+        self.out = Path(out_dir)
+        self.state = self.out / _STATE
+        self.options = options
+        self.progress = progress or (lambda phase, done, total: None)
+        self.segments = _segments(config)
+
+    def _identity(self) -> dict[str, Any]:
+        reader = asdict(self.options.reader)
+        reader["strict"] = False  # strict only changes whether a run stops, not its output
+        return {"config": self.config.to_dict(), "inputs": self.inputs, "reader": reader}
+
+    def _prepare(self) -> list[Task]:
+        identity = self._identity()
+        run_file = self.state / "run.json"
+        if self.options.overwrite and self.out.exists():
+            shutil.rmtree(self.out)
+        if run_file.exists():
+            previous = json.loads(run_file.read_text(encoding="utf-8"))
+            if previous != identity:
+                raise PipelineError(f"{self.out} holds a run with a different config, inputs or reader options; "
+                                    "use --overwrite to start over, or another output folder")
+            tasks = [Task(**t) for t in json.loads((self.state / "tasks.json").read_text(encoding="utf-8"))]
+            return tasks
+        if self.out.exists() and any(self.out.iterdir()):
+            raise PipelineError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another folder")
+        tasks = plan_tasks(self.inputs, self.options.reader)
+        self.state.mkdir(parents=True, exist_ok=True)
+        for k in range(len(self.segments)):
+            (self.state / f"seg{k}").mkdir(exist_ok=True)
+            (self.state / f"global{k}").mkdir(exist_ok=True)
+        (self.state / "pack").mkdir(exist_ok=True)
+        _write_json(self.state / "tasks.json", [asdict(t) for t in tasks])
+        _write_json(run_file, identity)
+        return tasks
+
+    def _map(self, pool: cf.Executor | None, phase: str, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        """Runs jobs in the pool (or here), reporting progress; the first failure stops the run."""
+        total, results = len(jobs), []
+        self.progress(phase, 0, total)
+        if pool is None:
+            for n, (fn, args) in enumerate(jobs, 1):
+                results.append(_guarded(fn, args))
+                self.progress(phase, n, total)
+            return results
+        futures = [pool.submit(_guarded, fn, args) for fn, args in jobs]
+        try:
+            for n, future in enumerate(cf.as_completed(futures), 1):
+                future.result()
+                self.progress(phase, n, total)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        return [f.result() for f in futures]
+
+    def run(self) -> RunResult:
+        tasks = self._prepare()
+        reader = asdict(self.options.reader)
+        reader["strict"] = self.options.strict
+        workers = max(1, self.options.workers)
+        pool: cf.Executor | None = None
+        if workers > 1:
+            pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        tasks_run = 0
+        try:
+            previous_global: dict[str, Any] | None = None
+            for k, (stage_specs, global_spec) in enumerate(self.segments):
+                specs = [{"type": s.type, "params": s.params} for s in stage_specs]
+                closing = {"type": global_spec.type, "params": global_spec.params} if global_spec else None
+                todo = [t for t in tasks if not (self.state / f"seg{k}" / f"{t.index:06d}.json").exists()]
+                tasks_run += len(todo)
+                self._map(pool, f"segment {k + 1}/{len(self.segments)}", [
+                    (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader)) for t in todo])
+                if global_spec is not None:
+                    self._decide(k, tasks, global_spec)
+                previous_global = closing
+            packs = self._pack(pool, tasks, workers)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return self._finish(tasks, packs, tasks_run)
+
+    def _decide(self, k: int, tasks: list[Task], spec: StageSpec) -> None:
+        done = self.state / f"global{k}" / "done.json"
+        if done.exists():
+            return
+        self.progress(f"{spec.type}: deciding", 0, 1)
+        stage = spec.build()
+        assert isinstance(stage, GlobalStage)
+        files = [self.state / f"seg{k}" / f"{t.index:06d}.parquet" for t in tasks]
+        keys = [_read_column(f, _KEY, pa.binary(16)) for f in files]
+        keepers = stage.decide(keys)
+        bounds = np.cumsum([0, *[len(x) for x in keys]])
+        # Ids of the kept copies that have duplicates, read only from the tasks that hold them.
+        own = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(files))]
+        needed = np.unique(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)])) if files else np.zeros(0, int)
+        ids: dict[int, str] = {}
+        for i, f in enumerate(files):
+            here = needed[(needed >= bounds[i]) & (needed < bounds[i + 1])]
+            if len(here):
+                column = _read_column(f, ID, pa.string())
+                for position in here.tolist():
+                    ids[position] = column[position - int(bounds[i])].as_py()
+        stats = StageStats(spec.type)
+        for i, t in enumerate(tasks):
+            is_dup = keepers[i] != own[i]
+            duplicate_of = [ids[int(p)] if d else None for p, d in zip(keepers[i], is_dup)]
+            _write_table(self.state / f"global{k}" / f"{t.index:06d}.parquet",
+                         [pa.record_batch({DUPLICATE_OF: pa.array(duplicate_of, type=pa.string())})])
+            stats.input += len(is_dup)
+            stats.dropped["duplicate"] += int(is_dup.sum())
+        stats.kept = stats.input - stats.dropped["duplicate"]
+        _write_json(done, {"stats": stats.as_dict()})
+        self.progress(f"{spec.type}: deciding", 1, 1)
+
+    def _pack(self, pool: cf.Executor | None, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
+        pack_dir = self.state / "pack"
+        params = {"workers": workers, "shard_size": self.options.shard_size}
+        params_file = pack_dir / "params.json"
+        if params_file.exists() and json.loads(params_file.read_text(encoding="utf-8")) != params:
+            # Another cut of the final shards was begun: the packed files are redone, cheaply.
+            for marker in pack_dir.glob("*.json"):
+                marker.unlink()
+        _write_json(params_file, params)
+        groups = [g for g in np.array_split(np.array([t.index for t in tasks], dtype=int), workers)]
+        jobs = []
+        for w, group in enumerate(groups):
+            if (pack_dir / f"{w}.json").exists():
+                continue
+            # A group that did not finish may have left shards: they are redone from scratch.
+            for stale in [*self.out.glob(f"part-{w:05d}-*.parquet"), *self.out.glob(f"rejected/part-{w:05d}-*.parquet")]:
+                stale.unlink()
+            jobs.append((_pack_group, (str(self.state), str(self.out), w, group.tolist(), len(self.segments),
+                                       self.options.shard_size)))
+        self._map(pool, "writing shards", jobs)
+        # Stale shards of a larger worker count from an earlier cut.
+        for stale in [*self.out.glob("part-*.parquet"), *self.out.glob("rejected/part-*.parquet")]:
+            if int(stale.name.split("-")[1]) >= workers:
+                stale.unlink()
+        return [json.loads((pack_dir / f"{w}.json").read_text(encoding="utf-8")) for w in range(len(groups))]
+
+    def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
+        stats: dict[str, StageStats] = {}
+        for k, (stage_specs, global_spec) in enumerate(self.segments):
+            for t in tasks:
+                summary = json.loads((self.state / f"seg{k}" / f"{t.index:06d}.json").read_text(encoding="utf-8"))
+                for name, data in summary["stats"].items():
+                    stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
+            if global_spec is not None:
+                done = json.loads((self.state / f"global{k}" / "done.json").read_text(encoding="utf-8"))
+                stats[global_spec.type] = StageStats.from_dict(global_spec.type, done["stats"])
+        stats.setdefault(READ_STATS, StageStats(READ_STATS))
+        # errors.jsonl: every task's read errors, in task order.
+        errors = 0
+        tmp = self.out / ".errors.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            for t in tasks:
+                lines = (self.state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
+                f.write(lines)
+                errors += lines.count("\n")
+        os.replace(tmp, self.out / "errors.jsonl")
+        shards = [ShardInfo(**s) for p in packs for s in p["shards"]]
+        rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
+        ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
+        write_manifest(self.out, shards=shards, rejected=rejected, config=self.config.to_dict(),
+                       stats={name: s.as_dict() for name, s in ordered.items()},
+                       extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors})
+        return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
+
+
+def _read_column(path: Path, column: str, kind: pa.DataType) -> pa.Array:
+    table = pq.read_table(path, columns=[column]) if pq.read_schema(path).names else None
+    if table is None or table.num_rows == 0:
+        return pa.array([], type=kind)
+    return table.column(column).combine_chunks()
+
+
+def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Runs a work unit, turning a strict-mode input error into the run's failure."""
+    try:
+        return fn(*args)
+    except CorpusError as e:
+        raise PipelineError(str(e)) from None

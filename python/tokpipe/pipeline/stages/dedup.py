@@ -1,0 +1,67 @@
+"""``exact_dedup``: drop documents whose normalised text another document already has,
+anywhere in the corpus, keeping the first in input order.
+
+It is a global stage, run in two steps by the executor: ``keys`` hashes every document in
+the parallel phase, then ``decide`` sees every key at once and marks each duplicate with the
+id of the copy kept. The first copy in (task, row) order is kept, so the result is the same
+whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokpipe.pipeline.base import GlobalStage, register
+from tokpipe.pipeline.documents import TEXT
+
+#: Bytes of each document's key: 128 bits make an accidental collision in 10^12 documents
+#: about as likely as a disk error.
+KEY_BYTES = 16
+
+
+@register
+class ExactDedup(GlobalStage):
+    """Exact duplicates of the normalised text (``lowercase``, whitespace runs made one space,
+    ends stripped, by default) are dropped with reason ``duplicate``; the rejected copy
+    records the id of the kept one in ``duplicate_of``."""
+
+    name = "exact_dedup"
+
+    def __init__(self, lowercase: bool = True, collapse_whitespace: bool = True) -> None:
+        self.lowercase = lowercase
+        self.collapse_whitespace = collapse_whitespace
+
+    def keys(self, batch: pa.RecordBatch) -> pa.Array:
+        text = batch.column(TEXT).fill_null("")
+        if self.lowercase:
+            text = pc.utf8_lower(text)
+        if self.collapse_whitespace:
+            text = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"\s+", " "))
+        digests = [hashlib.blake2b(t.encode(), digest_size=KEY_BYTES).digest() for t in text.to_pylist()]
+        return pa.array(digests, type=pa.binary(KEY_BYTES))
+
+    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+        """For each task's keys, the global position (in task order) of the kept copy of
+        each document; a document is a duplicate where that is not its own position."""
+        sizes = [len(k) for k in keys]
+        flat = np.concatenate([_as_numpy(k) for k in keys]) if keys else np.zeros(0, dtype=f"S{KEY_BYTES}")
+        if not len(flat):
+            return [np.zeros(0, dtype=np.int64) for _ in keys]
+        # return_index gives the first occurrence of each distinct key, in input order.
+        _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        keeper = first[inverse.reshape(-1)]
+        bounds = np.cumsum([0, *sizes])
+        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(keys))]
+
+
+def _as_numpy(keys: pa.Array) -> np.ndarray:
+    """Fixed-size binary keys as a numpy ``S16`` array, without a Python object per key."""
+    if keys.null_count:
+        raise ValueError("exact_dedup: a document has no key")
+    data = np.frombuffer(keys.buffers()[1], dtype=f"S{KEY_BYTES}")
+    return data[keys.offset: keys.offset + len(keys)]
