@@ -170,11 +170,12 @@ class ParquetShardWriter:
             self.abort()
 
     def _open(self, schema: pa.Schema) -> None:
-        self._final = self._directory / shard_name(self._worker, self._next_shard)
-        self._tmp = temp_name(self._final)
+        final = self._directory / shard_name(self._worker, self._next_shard)
+        tmp = temp_name(final)
+        # State changes only once the file exists, so a failed open leaves the writer as it was.
+        self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression)
+        self._final, self._tmp, self._schema = final, tmp, schema
         self._next_shard += 1
-        self._schema = schema
-        self._writer = pq.ParquetWriter(self._tmp, schema, compression=self._compression)
 
     def _finish(self) -> ShardInfo:
         writer, tmp, final, rows = self._writer, self._tmp, self._final, self._rows
