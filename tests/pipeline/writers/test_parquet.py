@@ -65,6 +65,14 @@ def test_compression_is_configurable(tmp_path: Path) -> None:
     assert meta.row_group(0).column(0).compression == "SNAPPY"
 
 
+def test_unknown_compression_leaves_nothing(tmp_path: Path) -> None:
+    writer = ParquetShardWriter(tmp_path, worker=0, compression="no-such-codec")
+    with pytest.raises(pa.ArrowException):
+        writer.write(make_batch(0, 3))
+    assert all_files(tmp_path) == []
+    assert writer.next_shard == 0
+
+
 def test_rotation_at_shard_size(tmp_path: Path) -> None:
     batches = [make_batch(i * 7, 7) for i in range(300)]
     sizes = [b.nbytes for b in batches]  # the writer's measure, computed by pyarrow

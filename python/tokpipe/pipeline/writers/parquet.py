@@ -173,7 +173,12 @@ class ParquetShardWriter:
         final = self._directory / shard_name(self._worker, self._next_shard)
         tmp = temp_name(final)
         # State changes only once the file exists, so a failed open leaves the writer as it was.
-        self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression)
+        try:
+            self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression)
+        except BaseException:
+            # pyarrow creates the file before it checks its options (an unknown codec).
+            tmp.unlink(missing_ok=True)
+            raise
         self._final, self._tmp, self._schema = final, tmp, schema
         self._next_shard += 1
 
