@@ -1,0 +1,213 @@
+"""The dataset manifest: ``OUT/manifest.json`` lists every shard with its rows, size and hash.
+
+The manifest is written last, atomically, once every shard is published, so its presence means
+the run finished; ``verify_manifest`` then checks the folder against it (a shard missing,
+changed or truncated, a row count that disagrees with the Parquet footer, or a shard on disk
+that the manifest does not list). Shard paths are relative to ``OUT`` and use ``/``; rejected
+documents live under ``OUT/rejected/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, Optional, Union
+
+import pyarrow.parquet as pq
+
+from tokpipe import __version__
+from tokpipe.errors import FormatError, InvalidArgumentError
+from tokpipe.pipeline.writers._files import publish, temp_name
+from tokpipe.pipeline.writers.parquet import ShardInfo
+
+__all__ = ["MANIFEST_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
+           "verify_manifest"]
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = "tokpipe-dataset"
+FORMAT_VERSION = 1
+#: Sub-folder of ``OUT`` holding the rejected documents' shards.
+REJECTED_DIR = "rejected"
+
+# Every key write_manifest sets; ``extra`` may not override them.
+_KEYS = ("format", "format_version", "tokpipe_version", "created", "config", "stats", "shards", "rejected",
+         "totals")
+_ENTRY_KEYS = {"path": str, "rows": int, "bytes": int, "sha256": str}
+_TOTAL_KEYS = ("rows", "bytes", "rejected_rows")
+_CHUNK = 1 << 20
+
+
+def _entry(path: str, shard: ShardInfo) -> dict[str, Any]:
+    return {"path": path, "rows": shard.rows, "bytes": shard.bytes, "sha256": shard.sha256}
+
+
+def write_manifest(
+    out_dir: StrPath,
+    *,
+    shards: Sequence[ShardInfo],
+    rejected: Sequence[ShardInfo],
+    config: dict[str, Any],
+    stats: dict[str, Any],
+    extra: Optional[dict[str, Any]] = None,
+) -> Path:
+    """Write ``out_dir/manifest.json`` atomically and return its path.
+
+    ``shards`` are named relative to ``out_dir``, ``rejected`` relative to
+    ``out_dir/rejected`` (as their writers report them); both lists are stored sorted by path.
+    ``extra`` adds top-level keys; it may not replace one of the keys set here.
+    """
+    out = Path(out_dir)
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & set(_KEYS))
+    if clash:
+        raise InvalidArgumentError(f"extra manifest keys clash with reserved keys: {', '.join(clash)}")
+    kept = sorted((_entry(s.name, s) for s in shards), key=lambda e: e["path"])
+    dropped = sorted((_entry(f"{REJECTED_DIR}/{s.name}", s) for s in rejected), key=lambda e: e["path"])
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tokpipe_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": config,
+        "stats": stats,
+        "shards": kept,
+        "rejected": dropped,
+        "totals": {
+            "rows": sum(e["rows"] for e in kept),
+            "bytes": sum(e["bytes"] for e in kept),
+            "rejected_rows": sum(e["rows"] for e in dropped),
+        },
+        **extra,
+    }
+    # Serialise before touching the disk so a non-JSON value in config/stats fails cleanly.
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    path = out / MANIFEST_NAME
+    tmp = temp_name(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        publish(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _check_entries(path: Path, key: str, value: Any) -> None:
+    if not isinstance(value, list):
+        raise FormatError(f"{path}: '{key}' must be a list")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise FormatError(f"{path}: {key}[{i}] must be an object")
+        for field, kind in _ENTRY_KEYS.items():
+            # bool is an int subclass; a true/false row count is still malformed.
+            if field not in entry or not isinstance(entry[field], kind) or isinstance(entry[field], bool):
+                raise FormatError(f"{path}: {key}[{i}].{field} missing or not a {kind.__name__}")
+        rel = PurePosixPath(entry["path"])
+        # Paths are read back by verify_manifest: one pointing outside the folder is refused.
+        if rel.is_absolute() or ".." in rel.parts or "\\" in entry["path"] or not rel.parts:
+            raise FormatError(f"{path}: {key}[{i}].path {entry['path']!r} is not a plain relative path")
+
+
+def read_manifest(out_dir: StrPath) -> dict[str, Any]:
+    """Read and check ``out_dir/manifest.json``.
+
+    A missing file raises ``FileNotFoundError``; bad JSON, a missing or mistyped key, or an
+    unknown format raises ``FormatError`` naming the file.
+    """
+    path = Path(out_dir) / MANIFEST_NAME
+    raw = path.read_bytes()
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FormatError(f"{path}: not valid JSON: {e}") from e
+    if not isinstance(manifest, dict):
+        raise FormatError(f"{path}: top level must be an object")
+    missing = [k for k in _KEYS if k not in manifest]
+    if missing:
+        raise FormatError(f"{path}: missing keys: {', '.join(missing)}")
+    if manifest["format"] != FORMAT:
+        raise FormatError(f"{path}: format is {manifest['format']!r}, expected {FORMAT!r}")
+    if manifest["format_version"] != FORMAT_VERSION:
+        raise FormatError(f"{path}: unsupported format_version {manifest['format_version']!r}")
+    for key in ("config", "stats", "totals"):
+        if not isinstance(manifest[key], dict):
+            raise FormatError(f"{path}: '{key}' must be an object")
+    for key in _TOTAL_KEYS:
+        if not isinstance(manifest["totals"].get(key), int):
+            raise FormatError(f"{path}: totals.{key} missing or not an integer")
+    _check_entries(path, "shards", manifest["shards"])
+    _check_entries(path, "rejected", manifest["rejected"])
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_file(out: Path, entry: dict[str, Any]) -> list[str]:
+    rel = entry["path"]
+    path = out / rel
+    if not path.is_file():
+        return [f"{rel}: listed in the manifest but missing"]
+    problems = []
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        problems.append(f"{rel}: {size} bytes on disk, manifest says {entry['bytes']}")
+    digest = _sha256(path)
+    if digest != entry["sha256"]:
+        problems.append(f"{rel}: sha256 {digest} on disk, manifest says {entry['sha256']}")
+    # The footer alone gives the row count: no column data is read.
+    try:
+        rows = pq.read_metadata(path).num_rows
+    except Exception as e:  # noqa: BLE001 - any failure to parse the footer is the finding itself
+        problems.append(f"{rel}: not a readable Parquet file ({e})")
+    else:
+        if rows != entry["rows"]:
+            problems.append(f"{rel}: {rows} rows in the Parquet footer, manifest says {entry['rows']}")
+    return problems
+
+
+def verify_manifest(out_dir: StrPath) -> list[str]:
+    """Check ``out_dir`` against its manifest; return the problems found (``[]`` when all is well).
+
+    Reported: a listed shard missing, of the wrong size or sha256, or whose Parquet footer gives
+    another row count; a path listed twice; totals that disagree with the entries; and a
+    ``part-*.parquet`` in ``out_dir`` or ``out_dir/rejected`` that the manifest does not list.
+    A manifest that cannot be read raises as ``read_manifest`` does.
+    """
+    out = Path(out_dir)
+    manifest = read_manifest(out)
+    problems: list[str] = []
+    listed: set[str] = set()
+    for key in ("shards", "rejected"):
+        for entry in manifest[key]:
+            if entry["path"] in listed:
+                problems.append(f"{entry['path']}: listed more than once")
+                continue
+            listed.add(entry["path"])
+            problems.extend(_check_file(out, entry))
+    totals = manifest["totals"]
+    for total, key, field in (("rows", "shards", "rows"), ("bytes", "shards", "bytes"),
+                              ("rejected_rows", "rejected", "rows")):
+        summed = sum(e[field] for e in manifest[key])
+        if totals[total] != summed:
+            problems.append(f"totals.{total} is {totals[total]}, the {key} entries sum to {summed}")
+    on_disk = [p.name for p in out.glob("part-*.parquet")]
+    on_disk += [f"{REJECTED_DIR}/{p.name}" for p in (out / REJECTED_DIR).glob("part-*.parquet")]
+    for rel in sorted(on_disk):
+        if rel not in listed:
+            problems.append(f"{rel}: on disk but not listed in the manifest")
+    return problems

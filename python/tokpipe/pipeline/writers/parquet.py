@@ -1,0 +1,204 @@
+"""``ParquetShardWriter``: record batches to size-bounded, atomically published Parquet shards.
+
+Each worker owns one writer and one range of shard numbers, so workers never contend for a file
+name: shards are named ``part-{worker:05d}-{shard:05d}.parquet``. A shard is written under a
+hidden temporary name (``.part-....parquet.tmp``) and renamed into place only once it is
+complete and flushed to disk, so a crash leaves at worst a hidden temp file, never a truncated
+file under a final name. Kept and rejected documents use the same class; the caller points the
+second one at ``OUT/rejected/``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Optional, Union
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokpipe.errors import InvalidArgumentError
+from tokpipe.pipeline.writers._files import publish, temp_name
+
+__all__ = ["ShardInfo", "ParquetShardWriter", "shard_name"]
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+
+def shard_name(worker: int, shard: int) -> str:
+    """The file name of shard ``shard`` of worker ``worker``."""
+    return f"part-{worker:05d}-{shard:05d}.parquet"
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One completed shard, as published on disk."""
+
+    #: File name relative to the writer's directory, e.g. ``"part-00000-00003.parquet"``.
+    name: str
+    rows: int
+    #: File size on disk.
+    bytes: int
+    #: Hex SHA-256 digest of the file.
+    sha256: str
+
+
+class ParquetShardWriter:
+    """Writes record batches to Parquet shards ``part-{worker:05d}-{shard:05d}.parquet`` (zstd),
+    starting a new shard once the current one holds at least ``shard_size`` bytes.
+
+    The size is measured as the Arrow buffer size of the batches written into the shard
+    (``RecordBatch.nbytes``), not the compressed file size, so the check costs nothing: the
+    shard closes after the write that reached ``shard_size``. A batch is never split, so one
+    batch larger than ``shard_size`` makes one shard of its own (together with whatever the
+    open shard already held).
+
+    Schema changes: batches may differ in their extra columns (``id`` and ``text`` come first).
+    A Parquet file has one schema, so when a batch's schema differs from the open shard's
+    (field names, order, types or nullability; schema metadata is ignored) the open shard is
+    closed and the batch starts a new one. No column is dropped or padded with nulls; a reader
+    that wants one table must unify the schemas itself. Empty batches are ignored.
+
+    Used as a context manager, the writer is closed on normal exit; on an exception the shard
+    being written is deleted (shards already completed stay: they are whole) and the exception
+    propagates.
+    """
+
+    def __init__(
+        self,
+        directory: StrPath,
+        worker: int,
+        shard_size: int = 256 << 20,
+        first_shard: int = 0,
+        compression: str = "zstd",
+    ) -> None:
+        if worker < 0:
+            raise InvalidArgumentError(f"worker must be >= 0, got {worker}")
+        if shard_size <= 0:
+            raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
+        if first_shard < 0:
+            raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
+        self._directory = Path(directory)
+        self._directory.mkdir(parents=True, exist_ok=True)
+        self._worker = worker
+        self._shard_size = shard_size
+        self._compression = compression
+        self._next_shard = first_shard
+        self._closed = False
+        # The open shard, if any: its Parquet writer, paths, schema, rows and Arrow size so far.
+        self._writer: Optional[pq.ParquetWriter] = None
+        self._final: Optional[Path] = None
+        self._tmp: Optional[Path] = None
+        self._schema: Optional[pa.Schema] = None
+        self._rows = 0
+        self._size = 0
+
+    @property
+    def directory(self) -> Path:
+        """The folder the shards are written to."""
+        return self._directory
+
+    @property
+    def next_shard(self) -> int:
+        """The number the next new shard will get (the open shard, if any, already has one)."""
+        return self._next_shard
+
+    def write(self, batch: pa.RecordBatch) -> list[ShardInfo]:
+        """Append ``batch``; return the shards this call completed (usually none).
+
+        Up to two shards can complete in one call: the open one because the batch's schema
+        differs, and the new one because the batch alone reached ``shard_size``.
+        """
+        if self._closed:
+            raise InvalidArgumentError("write() on a closed ParquetShardWriter")
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
+        if batch.num_rows == 0:
+            return []
+        done: list[ShardInfo] = []
+        if self._writer is not None and not batch.schema.equals(self._schema, check_metadata=False):
+            done.append(self._finish())
+        if self._writer is None:
+            self._open(batch.schema)
+        assert self._writer is not None
+        self._writer.write_batch(batch)
+        self._rows += batch.num_rows
+        self._size += batch.nbytes
+        if self._size >= self._shard_size:
+            done.append(self._finish())
+        return done
+
+    def close(self) -> list[ShardInfo]:
+        """Complete the open shard, if it holds rows, and return it; later calls return ``[]``."""
+        if self._closed:
+            return []
+        self._closed = True
+        if self._writer is None:
+            return []
+        return [self._finish()]
+
+    def abort(self) -> None:
+        """Drop the shard being written (its temp file is deleted) and close the writer.
+
+        Completed shards stay. Safe to call more than once and after ``close()``.
+        """
+        self._closed = True
+        writer, tmp = self._writer, self._tmp
+        self._reset()
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the file is being thrown away; the caller's error matters
+                pass
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> ParquetShardWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _open(self, schema: pa.Schema) -> None:
+        final = self._directory / shard_name(self._worker, self._next_shard)
+        tmp = temp_name(final)
+        # State changes only once the file exists, so a failed open leaves the writer as it was.
+        try:
+            self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression)
+        except BaseException:
+            # pyarrow creates the file before it checks its options (an unknown codec).
+            tmp.unlink(missing_ok=True)
+            raise
+        self._final, self._tmp, self._schema = final, tmp, schema
+        self._next_shard += 1
+
+    def _finish(self) -> ShardInfo:
+        writer, tmp, final, rows = self._writer, self._tmp, self._final, self._rows
+        assert writer is not None and tmp is not None and final is not None
+        self._reset()
+        try:
+            writer.close()
+            # An existing file of the same name (a rerun over the same folder) is replaced.
+            size, sha256 = publish(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return ShardInfo(name=final.name, rows=rows, bytes=size, sha256=sha256)
+
+    def _reset(self) -> None:
+        self._writer = None
+        self._final = None
+        self._tmp = None
+        self._schema = None
+        self._rows = 0
+        self._size = 0
