@@ -1,0 +1,145 @@
+"""The local executor: every document accounted for, the same result for any worker count,
+and a killed run that resumes to exactly the uninterrupted output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import tokpipe.pipeline as pipeline
+from tokpipe.errors import PipelineError
+from tokpipe.pipeline.engines.local import DUPLICATE_OF
+
+
+def write_jsonl(path: Path, records: list[object]) -> None:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in records),
+                    encoding="utf-8")
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path, documents: list[tuple[str, str]]) -> Path:
+    """Real documents spread over files, with duplicates across files, short documents, and
+    every kind of bad input the readers must set aside."""
+    root = tmp_path / "in"
+    root.mkdir()
+    texts = [t for _, t in documents]
+    for n in range(6):
+        chunk = texts[n::6]
+        records = [{"id": f"f{n}-{i}", "text": t, "n": i} for i, t in enumerate(chunk)]
+        records.append({"id": f"f{n}-dup", "text": texts[0]})          # exact duplicates across files
+        records.append({"id": f"f{n}-short", "text": ""})              # dropped by length_filter
+        write_jsonl(root / f"part{n}.jsonl", records)
+    write_jsonl(root / "bad.jsonl", [{"id": "ok-1", "text": texts[1] + " (again, but edited)"}, "{not json",
+                                     {"id": "no-text"}, {"id": "num", "text": 5}, {"id": "ok-2", "text": "fine text"}])
+    whole = gzip.compress(("\n".join(json.dumps({"text": t}) for t in texts[:20]) + "\n").encode())
+    (root / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    (root / "empty.jsonl").write_bytes(b"")
+    (root / "utf8.jsonl").write_bytes(b'{"id": "bad-utf8", "text": "caf\xe9"}\n{"id": "good-utf8", "text": "caf\xc3\xa9"}\n')
+    (root / "notes.txt").write_text(texts[2], encoding="utf-8")
+    return root
+
+
+def output_rows(out: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    kept = ds.dataset(out, format="parquet", exclude_invalid_files=False,
+                      ignore_prefixes=["rejected", ".", "_"]).to_table(columns=["id", "text"])
+    rejected = ds.dataset(out / "rejected", format="parquet").to_table(columns=["id", "text", "reason"]) \
+        if (out / "rejected").exists() and any((out / "rejected").glob("*.parquet")) else None
+    kept_rows = sorted(zip(kept.column("id").to_pylist(), kept.column("text").to_pylist()))
+    rejected_rows = sorted(zip(*(rejected.column(c).to_pylist() for c in ("id", "text", "reason")))) if rejected else []
+    return kept_rows, rejected_rows
+
+
+def test_every_document_is_kept_rejected_or_recorded(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = pipeline.run([corpus], out, workers=2, shard_size=20_000)
+    kept, rejected = output_rows(out)
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text(encoding="utf-8").splitlines()]
+    read = result.stats["read"]
+    # The identity: input units = kept + rejected + error records.
+    assert read.input == len(kept) + len(rejected) + len(errors)
+    assert {e["reason"] for e in errors} >= {"malformed_json", "missing_text_field", "non_string_text_field",
+                                             "corrupt_stream", "empty_file", "invalid_utf8"}
+    assert all("caf" not in json.dumps(e) for e in errors), "no document text in errors.jsonl"
+    # Every duplicate of texts[0] but the first copy is rejected, naming the kept one.
+    reasons = [r for _, _, r in rejected]
+    assert reasons.count("duplicate") >= 5 and reasons.count("too_short") == 6
+    table = ds.dataset(out / "rejected", format="parquet").to_table()
+    dup_rows = table.filter(ds.field("reason") == "duplicate")
+    kept_ids = {i for i, _ in kept}
+    assert set(dup_rows.column(DUPLICATE_OF).to_pylist()) <= kept_ids
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert sum(s["rows"] for s in manifest["shards"]) == len(kept)
+    assert len(manifest["shards"]) > 2, "shard_size should have cut several shards"
+    assert manifest["stats"]["exact_dedup"]["dropped_duplicate"] == reasons.count("duplicate")
+
+
+def test_same_result_for_1_2_and_4_workers(corpus: Path, tmp_path: Path) -> None:
+    results = []
+    for workers in (1, 2, 4):
+        out = tmp_path / f"out{workers}"
+        pipeline.run([corpus], out, workers=workers)
+        results.append(output_rows(out))
+    assert results[0] == results[1] == results[2]
+    assert results[0][0], "something is kept"
+
+
+def test_rerun_is_a_no_op_and_another_config_is_refused(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = pipeline.run([corpus], out, workers=2)
+    before = output_rows(out)
+    again = pipeline.run([corpus], out, workers=2)
+    assert again.tasks_run == 0 and output_rows(out) == before and first.tasks_run > 0
+    with pytest.raises(PipelineError, match="different config"):
+        pipeline.run([corpus], out, config={"stages": [{"type": "normalize"}]}, workers=2)
+    pipeline.run([corpus], out, config={"stages": [{"type": "normalize"}]}, workers=2, overwrite=True)
+    assert not (out / "rejected").exists() or not any((out / "rejected").glob("*.parquet"))
+
+
+def test_strict_stops_at_the_first_bad_input(corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(PipelineError, match=r"bad\.jsonl|cut\.jsonl\.gz|empty\.jsonl|utf8\.jsonl"):
+        pipeline.run([corpus], tmp_path / "out", workers=1, strict=True)
+
+
+def run_cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_output(tmp_path: Path, documents: list[tuple[str, str]]) -> None:
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    texts = [t for _, t in documents]
+    for n in range(40):
+        write_jsonl(corpus / f"{n:02d}.jsonl", [{"id": f"{n}-{i}", "text": t} for i, t in enumerate(texts[n % 7::3])]
+                    + [{"id": f"{n}-dup", "text": texts[n % 5]}])
+    reference = tmp_path / "reference"
+    done = run_cli("clean", str(corpus), "-o", str(reference), "--workers", "1", "-q")
+    assert done.wait() == 0, done.stderr.read() if done.stderr else ""
+
+    out = tmp_path / "out"
+    proc = run_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q")
+    markers = out / ".tokpipe" / "seg0"
+    while proc.poll() is None and len(list(markers.glob("*.json"))) < 5:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 5 <= len(list(markers.glob("*.json"))) < 40
+    assert not (out / "manifest.json").exists()
+
+    resumed = run_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q")
+    assert resumed.wait() == 0, resumed.stderr.read() if resumed.stderr else ""
+    assert output_rows(out) == output_rows(reference)
+    assert [p.name for p in sorted(out.glob("*.parquet"))] == [p.name for p in sorted(reference.glob("*.parquet"))]
+    for a, b in zip(sorted(out.glob("*.parquet")), sorted(reference.glob("*.parquet"))):
+        assert pq.read_table(a).equals(pq.read_table(b))
