@@ -1,0 +1,1 @@
+"""The data pipeline: readers, stages, writers and executors."""
