@@ -28,10 +28,11 @@ import zstandard
 
 from .base import ErrorSink, Task
 
-__all__ = ["compression_of", "iter_lines", "newlines_before", "line_start_at_or_after"]
+__all__ = ["UTF8_BOM", "compression_of", "iter_lines", "newlines_before", "line_start_at_or_after"]
 
 _COUNT_CHUNK = 16 << 20
 _REST_OF_LINE_CHUNK = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 # Small enough that one chunk of highly compressible input cannot decompress to gigabytes.
 _ZSTD_INPUT_CHUNK = 128 << 10
 
@@ -216,6 +217,8 @@ def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tup
                 return
             if not raw_size:
                 break
+            if number == 1 and content is not None and content.startswith(UTF8_BOM):
+                content = content[len(UTF8_BOM) :]  # a byte-order mark is not text
             any_bytes = True
             yield number, content
             position += raw_size

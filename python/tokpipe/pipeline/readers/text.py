@@ -1,13 +1,14 @@
 """Plain text reader: ``.txt`` files, split into documents by ``options.split``.
 
-- ``"none"``: the whole file is one document, its text the file's contents exactly.
+- ``"none"``: the whole file is one document, its text the file's contents exactly (line
+  endings kept as they are).
 - ``"lines"``: every non-blank line is a document (its line ending removed).
 - ``"paragraphs"``: every run of non-blank lines is a document (the lines joined by ``\\n``);
   blank (whitespace-only) lines separate paragraphs and belong to none.
 
 Text files carry no ids: a document's id is ``f"{path}:{n}"`` with ``n`` the 1-based **line
 number** where the document starts (always 1 for ``"none"``). Blank lines are not documents and
-are neither yielded nor reported; a file with no bytes, or only blank lines, is one
+are neither yielded nor reported. A UTF-8 byte-order mark at the start of a file is dropped. A file with no bytes, or only blank lines, is one
 ``empty_file`` error. Text that is not UTF-8 is one ``invalid_utf8`` error for the document
 (file, line or paragraph) it is in; a document over ``max_document_bytes`` is one
 ``document_too_large`` error, detected without holding more than the limit in memory.
@@ -21,7 +22,7 @@ from typing import Callable, Iterator, Optional
 import pyarrow as pa
 
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task
-from .lines import iter_lines
+from .lines import UTF8_BOM, iter_lines
 
 __all__ = ["read_text"]
 
@@ -65,7 +66,7 @@ def _whole_file(task: Task, options: ReaderOptions, sink: ErrorSink) -> Iterator
     except OSError as error:
         sink.report("", "unreadable_file", f"{type(error).__name__}: {error.strerror or error}")
         return
-    yield 1, content
+    yield 1, content[len(UTF8_BOM) :] if content.startswith(UTF8_BOM) else content
 
 
 def _lines(task: Task, options: ReaderOptions, sink: ErrorSink) -> Iterator[tuple[int, bytes]]:
