@@ -13,7 +13,8 @@ type, or the record's for WET). ``location`` in errors is ``"record N"``, N the 
 of the record in the file counting every record type. A page can extract to an empty text; it
 is still yielded (a filter stage decides what is too short).
 
-Bytes are decoded with the page's declared charset, else a detected one; undecodable bytes
+Bytes are decoded with the page's declared charset, else as UTF-8 when they are valid UTF-8,
+else with a detected charset; undecodable bytes
 are replaced, since web pages in the wild mix encodings and the extractor must see the page.
 
 Extractor choice (``benches/python/bench_extract.py``, ``benches/RESULTS.md``): on the Python
@@ -83,6 +84,7 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
             sink.report("", "empty_file", "the file has no bytes")
             return
         number = 0
+        broken = False  # a stream error ended the file; the documents before it still go out
         # HTTP is parsed here, not by FastWARC: the whole block must be read to compare its
         # length with Content-Length, which is how a truncated archive shows.
         records = iter(archive_iterator(stream, parse_http=False))
@@ -98,11 +100,13 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
                 block_size = len(block) + _drain(record.reader)
             except (OSError, EOFError, zlib.error) as error:
                 sink.report(f"record {number + 1}", "corrupt_stream", f"{type(error).__name__}: {error}; the rest of the file is unread")
-                return
+                broken = True
+                break
             where = f"record {number}"
             if block_size < record.content_length:
                 sink.report(where, "corrupt_stream", f"the record ends after {block_size} of its {record.content_length} bytes (truncated file); the rest of the file is unread")
-                return
+                broken = True
+                break
             document = _document_body(record, block)
             if document is None:
                 continue
@@ -110,7 +114,7 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
             if block_size > len(block) or len(body) > options.max_document_bytes:
                 sink.report(where, "document_too_large", f"record of {block_size} bytes, over max_document_bytes={options.max_document_bytes}")
                 continue
-            decoded = bytes_to_str(body, charset or detect_encoding(body))
+            decoded = _decode(body, charset, bytes_to_str, detect_encoding)
             text = extract(decoded) if "html" in content_type else decoded
             text_size = utf8_size(text)
             if text_size > options.max_document_bytes:
@@ -125,10 +129,10 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
             full = builder.add(doc_id, text, text_size, extras)
             if full is not None:
                 yield full
-        if task.path.lower().endswith(".gz"):
-            broken = _gzip_failure(task.path)
-            if broken is not None:
-                sink.report(f"record {number + 1}", "corrupt_stream", f"{broken}; the rest of the file is unread")
+        if not broken and task.path.lower().endswith(".gz"):
+            failure = _gzip_failure(task.path)
+            if failure is not None:
+                sink.report(f"record {number + 1}", "corrupt_stream", f"{failure}; the rest of the file is unread")
     rest = builder.flush()
     if rest is not None:
         yield rest
@@ -167,6 +171,17 @@ def _parse_content_type(value: str) -> tuple[str, Optional[str]]:
         if key.strip().lower() == "charset" and parameter_value.strip():
             charset = parameter_value.strip().strip("\"'").lower()
     return media_type.strip().lower(), charset
+
+
+def _decode(body: bytes, charset: Optional[str], bytes_to_str: Callable[..., str], detect_encoding: Callable[[bytes], str]) -> str:
+    """The page as text: its declared charset, else UTF-8 if it decodes, else a detected one."""
+    if charset is None:
+        try:
+            # Most of the web is UTF-8, and detection guesses wrong on short pages.
+            return body.decode("utf-8")
+        except UnicodeDecodeError:
+            charset = detect_encoding(body)
+    return bytes_to_str(body, charset)
 
 
 def _drain(reader: Any) -> int:
