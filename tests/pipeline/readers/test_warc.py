@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tokpipe.errors import CorpusError
-from tokpipe.pipeline.readers import ReaderOptions
 
 from .helpers import CORPORA, read_all, require
 
