@@ -1,0 +1,206 @@
+"""What every reader shares: the task and error records, the options, and the batch builder.
+
+A reader turns one :class:`Task` into a stream of Arrow record batches whose first two columns
+are ``id`` and ``text`` (both strings). Every input unit (a line, a record, a row, a file) is
+either yielded once as a document or reported once as a :class:`ReadError`; :class:`ErrorSink`
+is the one place a reader reports through, so ``strict`` behaves the same in every format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import pyarrow as pa
+
+from tokpipe.errors import CorpusError
+
+__all__ = [
+    "Task",
+    "ReadError",
+    "READ_ERROR_REASONS",
+    "ReaderOptions",
+    "ErrorSink",
+    "BatchBuilder",
+    "utf8_size",
+    "MAX_BATCH_TEXT_BYTES",
+]
+
+READ_ERROR_REASONS = (
+    "malformed_json",
+    "missing_text_field",
+    "non_string_text_field",
+    "null_text",
+    "invalid_utf8",
+    "corrupt_stream",
+    "empty_file",
+    "unreadable_file",
+    "document_too_large",
+)
+
+# A batch is closed at this much text even below ``batch_rows``: a batch of 1024 web pages of
+# a few MB each would otherwise hold gigabytes at once.
+MAX_BATCH_TEXT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, order=True)
+class Task:
+    """One unit of input work: a whole file, or a byte range of a big plain line-based file.
+
+    Tasks are numbered (``index``) in a stable order: the order of the inputs, files of a folder
+    or glob sorted, the ranges of one file in byte order. A range owns the lines that *start*
+    inside ``[start, end)``; ``end=None`` means the end of the file.
+    """
+
+    index: int
+    path: str
+    start: int = 0
+    end: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ReadError:
+    """One input unit that could not be read; it becomes one line of ``OUT/errors.jsonl``.
+
+    ``location`` is ``"line N"``, ``"record N"`` or ``"row N"`` (1-based), or ``""`` for a whole
+    file. ``detail`` says what was wrong and never quotes the document (it may hold PII).
+    """
+
+    path: str
+    location: str
+    reason: str
+    detail: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in READ_ERROR_REASONS:
+            raise ValueError(f"unknown read error reason {self.reason!r}; expected one of {READ_ERROR_REASONS}")
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """How inputs are read. See the module docstrings of each format for the details."""
+
+    text_field: str = "text"
+    id_field: str = "id"
+    split: str = "none"  # .txt only: "none" (one document per file) | "lines" | "paragraphs"
+    batch_rows: int = 1024
+    max_document_bytes: int = 1 << 30
+    task_bytes: int = 256 << 20
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.split not in ("none", "lines", "paragraphs"):
+            raise ValueError(f"split must be 'none', 'lines' or 'paragraphs', not {self.split!r}")
+        for name in ("batch_rows", "max_document_bytes", "task_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+
+
+class ErrorSink:
+    """Reports the read errors of one task: to ``on_error``, or as a ``CorpusError`` when strict."""
+
+    def __init__(self, path: str, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> None:
+        self.path = path
+        self.strict = options.strict
+        self.on_error = on_error
+        self.reported = 0
+
+    def report(self, location: str, reason: str, detail: str) -> None:
+        # One line, whatever the underlying exception said: errors.jsonl and the strict message
+        # are both read line by line.
+        detail = " ".join(detail.split())
+        error = ReadError(path=self.path, location=location, reason=reason, detail=detail)
+        if self.strict:
+            where = f"{self.path}, {location}" if location else self.path
+            raise CorpusError(f"{where}: {reason}: {detail}")
+        self.reported += 1
+        self.on_error(error)
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``; raises ``UnicodeEncodeError`` on a lone surrogate.
+
+    ASCII text is the common case and needs no copy to be measured.
+    """
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8"))
+
+
+def id_to_string(value: Any) -> Optional[str]:
+    """An input id as a string: strings as they are, numbers printed, anything else as JSON.
+
+    ``None`` (a null or absent id) stays ``None`` so the caller can make one up.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+class BatchBuilder:
+    """Accumulates documents (id, text, extra fields) and hands out record batches.
+
+    A batch closes at ``batch_rows`` documents or :data:`MAX_BATCH_TEXT_BYTES` of text. Extra
+    fields become columns after ``id`` and ``text``, in order of first appearance within the
+    batch, types inferred by pyarrow; a field whose values pyarrow cannot put in one column (an
+    int in one record, a string in the next) is carried as JSON text instead, so no record's
+    data is lost. An extra field named ``id`` or ``text`` (possible when ``id_field`` or
+    ``text_field`` name other fields) is carried as ``input_id`` / ``input_text``.
+    """
+
+    def __init__(self, batch_rows: int) -> None:
+        self.batch_rows = batch_rows
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.extras: list[Optional[dict[str, Any]]] = []
+        self.has_extras = False
+        self.text_bytes = 0
+
+    def add(self, doc_id: str, text: str, text_bytes: int, extras: Optional[dict[str, Any]] = None) -> Optional[pa.RecordBatch]:
+        """Adds one document; returns a full batch when this document closed one."""
+        self.ids.append(doc_id)
+        self.texts.append(text)
+        self.extras.append(extras or None)
+        self.has_extras = self.has_extras or bool(extras)
+        self.text_bytes += text_bytes
+        if len(self.ids) >= self.batch_rows or self.text_bytes >= MAX_BATCH_TEXT_BYTES:
+            return self.flush()
+        return None
+
+    def flush(self) -> Optional[pa.RecordBatch]:
+        """The documents added since the last batch, as a batch; ``None`` when there are none."""
+        if not self.ids:
+            return None
+        columns: dict[str, pa.Array] = {
+            "id": pa.array(self.ids, type=pa.string()),
+            "text": pa.array(self.texts, type=pa.string()),
+        }
+        if self.has_extras:
+            columns.update(_extra_columns(self.extras))
+        self.ids, self.texts, self.extras = [], [], []
+        self.has_extras = False
+        self.text_bytes = 0
+        return pa.RecordBatch.from_pydict(columns)
+
+
+def _extra_columns(rows: list[Optional[dict[str, Any]]]) -> dict[str, pa.Array]:
+    names: dict[str, None] = {}  # an ordered set: first appearance order
+    for row in rows:
+        if row:
+            names.update(dict.fromkeys(row))
+    columns: dict[str, pa.Array] = {}
+    for name in names:
+        values = [row.get(name) if row else None for row in rows]
+        column_name = f"input_{name}" if name in ("id", "text") else name
+        try:
+            columns[column_name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, UnicodeEncodeError):
+            # Mixed types, huge ints, lone surrogates: keep the values, as JSON text.
+            columns[column_name] = pa.array(
+                [None if value is None else json.dumps(value, sort_keys=True) for value in values],
+                type=pa.string(),
+            )
+    return columns

@@ -1,0 +1,112 @@
+"""JSON Lines reader: ``.jsonl``, ``.ndjson`` and ``.json``, plain, gzip or zstd compressed.
+
+Every non-blank line is one JSON object, one document. The document's text is the string at
+``options.text_field``; its id is ``options.id_field`` (a string, or a number printed as one),
+or, when the record has none, ``f"{path}:{n}"`` with ``n`` the 1-based **line number** in the
+decompressed file (blank lines count). The record's other top-level fields become further
+columns, their Arrow types inferred per batch (see :class:`~.base.BatchBuilder`).
+
+A ``.json`` file is read as JSON Lines too: a file holding one JSON array is not supported (it
+would have to be read whole); it shows up as a ``malformed_json`` or non-object error.
+
+Bad lines are reported and skipped: ``malformed_json`` (not JSON, or JSON that is not an
+object), ``missing_text_field``, ``null_text``, ``non_string_text_field``, ``invalid_utf8`` (bytes that are not UTF-8, or
+a ``\\ud800``-style lone surrogate escape, which no UTF-8 text can hold), and
+``document_too_large``. A line longer than ``max_document_bytes`` plus 1 MiB of room for the
+other fields is set aside as too large without being parsed, so one runaway line cannot
+exhaust memory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+
+from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, id_to_string, utf8_size
+from .lines import iter_lines
+
+__all__ = ["read_jsonl"]
+
+# Room for a record's other fields on top of its text, when capping the length of a raw line.
+_FIELDS_ALLOWANCE = 1 << 20
+
+
+def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> Iterator[pa.RecordBatch]:
+    """The documents of one JSON Lines task, as record batches (see the module docstring)."""
+    sink = ErrorSink(task.path, options, on_error)
+    builder = BatchBuilder(options.batch_rows)
+    text_field, id_field = options.text_field, options.id_field
+    max_line = options.max_document_bytes + _FIELDS_ALLOWANCE
+    saw_record_line = False
+    for number, line in iter_lines(task, sink, max_line):
+        where = f"line {number}"
+        if line is None:
+            saw_record_line = True
+            sink.report(where, "document_too_large", f"the line is longer than {max_line} bytes")
+            continue
+        if not line.strip():
+            continue  # a blank line holds no record
+        saw_record_line = True
+        try:
+            decoded = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            sink.report(where, "invalid_utf8", f"byte {error.start} of the line is not valid UTF-8 ({error.reason})")
+            continue
+        try:
+            record = json.loads(decoded)
+        except json.JSONDecodeError as error:
+            # error.msg and the column only: the exception's str() is fine too, but never the line.
+            sink.report(where, "malformed_json", f"{error.msg} at column {error.colno}")
+            continue
+        except RecursionError:
+            sink.report(where, "malformed_json", "nested too deeply to parse")
+            continue
+        if not isinstance(record, dict):
+            sink.report(where, "malformed_json", f"a JSON {_json_type(record)}, not an object")
+            continue
+        if text_field not in record:
+            sink.report(where, "missing_text_field", f"no field {text_field!r}")
+            continue
+        text = record.pop(text_field)
+        if text is None:
+            sink.report(where, "null_text", f"field {text_field!r} is null")
+            continue
+        if not isinstance(text, str):
+            sink.report(where, "non_string_text_field", f"field {text_field!r} is a JSON {_json_type(text)}")
+            continue
+        doc_id = id_to_string(record.pop(id_field, None))
+        try:
+            size = utf8_size(text)
+            if doc_id is not None:
+                utf8_size(doc_id)
+        except UnicodeEncodeError:
+            sink.report(where, "invalid_utf8", "a \\u escape encodes a lone surrogate, which UTF-8 cannot hold")
+            continue
+        if size > options.max_document_bytes:
+            sink.report(where, "document_too_large", f"text of {size} bytes > max_document_bytes={options.max_document_bytes}")
+            continue
+        full = builder.add(doc_id if doc_id is not None else f"{task.path}:{number}", text, size, record)
+        if full is not None:
+            yield full
+    if not saw_record_line and sink.reported == 0 and task.start == 0 and task.end is None:
+        # Whitespace only: no unit to yield or report, yet the file must not vanish silently.
+        sink.report("", "empty_file", "the file holds only blank lines")
+    rest = builder.flush()
+    if rest is not None:
+        yield rest
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

@@ -1,0 +1,235 @@
+"""Line streams for the line-based formats (JSON Lines, text): compression, byte ranges, numbering.
+
+:func:`iter_lines` yields ``(line_number, content)`` for the lines a task owns, numbered 1-based
+as in the whole (decompressed) file, so a document's generated id does not depend on how the
+file was split into tasks.
+
+Byte ranges (plain files only): a range ``[start, end)`` owns the lines that *start* inside it,
+so any partition of a file into ranges reads each line exactly once, aligned or not. The number
+of the first owned line is one plus the newlines before it; they are counted with
+``bytes.count`` over the file's head in large chunks, from the nearest checkpoint this process
+already knows (the end of the previous range of the same file is one), so a worker reading
+consecutive ranges of a file counts each byte once.
+
+A corrupt or truncated compressed stream ends the stream with one ``corrupt_stream`` error at
+the line where it broke; the lines before it have been yielded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from collections import OrderedDict
+from typing import BinaryIO, Iterator, Optional
+
+import zstandard
+
+from .base import ErrorSink, Task
+
+__all__ = ["UTF8_BOM", "compression_of", "iter_lines", "newlines_before", "line_start_at_or_after"]
+
+_COUNT_CHUNK = 16 << 20
+_REST_OF_LINE_CHUNK = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
+# Small enough that one chunk of highly compressible input cannot decompress to gigabytes.
+_ZSTD_INPUT_CHUNK = 128 << 10
+
+# (real path, size, mtime_ns) -> {offset of a line start: newlines before it}. Bounded: a
+# worker only ever needs the checkpoints of the few files it is reading.
+_checkpoints: OrderedDict[tuple[str, int, int], dict[int, int]] = OrderedDict()
+_MAX_CHECKPOINT_FILES = 64
+
+
+def compression_of(path: str) -> Optional[str]:
+    """``"gzip"``, ``"zstd"`` or ``None`` (plain), from the file name."""
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        return "gzip"
+    if lower.endswith(".zst") or lower.endswith(".zstd"):
+        return "zstd"
+    return None
+
+
+class _ZstdFrames(io.RawIOBase):
+    """A raw reader over the zstd frames of a file that notices a truncated last frame.
+
+    ``zstandard``'s own ``stream_reader`` returns a clean end of stream when the input stops
+    mid-frame, which would silently drop the rest of a truncated file; here the file ending
+    inside a frame raises ``EOFError`` like gzip does.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._context = zstandard.ZstdDecompressor()
+        self._frame: Optional[zstandard.ZstdDecompressionObj] = None
+        self._pending = b""
+        self._offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while self._offset >= len(self._pending):
+            compressed = self._raw.read(_ZSTD_INPUT_CHUNK)
+            if not compressed:
+                if self._frame is not None:
+                    raise EOFError("the zstd stream ended inside a frame (truncated file)")
+                return 0
+            self._pending, self._offset = self._decompress(compressed), 0
+        count = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:count] = self._pending[self._offset : self._offset + count]
+        self._offset += count
+        return count
+
+    def _decompress(self, compressed: bytes) -> bytes:
+        pieces = []
+        while compressed:
+            if self._frame is None:
+                self._frame = self._context.decompressobj()
+            pieces.append(self._frame.decompress(compressed))
+            if self._frame.eof:
+                # Frames follow one another (zstd -c a b > ab.zst, or pzstd output).
+                compressed = self._frame.unused_data
+                self._frame = None
+            else:
+                compressed = b""
+        return b"".join(pieces)
+
+
+def _open_decompressed(path: str, compression: Optional[str]) -> BinaryIO:
+    if compression == "gzip":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if compression == "zstd":
+        return io.BufferedReader(_ZstdFrames(open(path, "rb")), buffer_size=1 << 20)  # type: ignore[return-value]
+    return open(path, "rb", buffering=1 << 20)
+
+
+def _checkpoint_key(path: str) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _remember(path: str, offset: int, newlines: int) -> None:
+    key = _checkpoint_key(path)
+    _checkpoints.setdefault(key, {})[offset] = newlines
+    _checkpoints.move_to_end(key)
+    while len(_checkpoints) > _MAX_CHECKPOINT_FILES:
+        _checkpoints.popitem(last=False)
+
+
+def newlines_before(path: str, offset: int) -> int:
+    """How many ``\\n`` bytes a plain file holds before ``offset``."""
+    known = _checkpoints.get(_checkpoint_key(path), {})
+    base = max((at for at in known if at <= offset), default=0)
+    count = known.get(base, 0)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(base)
+        remaining = offset - base
+        while remaining > 0:
+            chunk = f.read(min(_COUNT_CHUNK, remaining))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            remaining -= len(chunk)
+    _remember(path, offset, count)
+    return count
+
+
+def _skip_rest_of_line(f: BinaryIO) -> int:
+    """Reads up to and including the next newline (or EOF); returns the bytes read."""
+    skipped = 0
+    while True:
+        piece = f.readline(_REST_OF_LINE_CHUNK)
+        skipped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return skipped
+
+
+def line_start_at_or_after(f: BinaryIO, offset: int) -> int:
+    """The offset of the first line that starts at or after ``offset`` in a seekable plain file."""
+    if offset == 0:
+        return 0
+    f.seek(offset - 1)
+    if f.read(1) == b"\n":
+        return offset
+    return offset + _skip_rest_of_line(f)
+
+
+def _strip_newline(raw: bytes) -> bytes:
+    if raw.endswith(b"\r\n"):
+        return raw[:-2]
+    if raw.endswith(b"\n"):
+        return raw[:-1]
+    return raw
+
+
+def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[bytes]]]:
+    """The lines ``task`` owns as ``(number, content without its line ending)``.
+
+    ``content`` is ``None`` for a line longer than ``max_line_bytes``: it was skipped without
+    being held in memory and the caller reports it. An unreadable file, an empty one and a
+    broken compressed stream are reported here, through ``sink``.
+    """
+    compression = compression_of(task.path)
+    try:
+        stream = _open_decompressed(task.path, compression)
+    except OSError as error:
+        sink.report("", "unreadable_file", f"{type(error).__name__}: {error.strerror or error}")
+        return
+    with stream:
+        if compression is None:
+            try:
+                size = os.fstat(stream.fileno()).st_size
+            except OSError as error:
+                sink.report("", "unreadable_file", f"{type(error).__name__}: {error.strerror or error}")
+                return
+            if size == 0:
+                sink.report("", "empty_file", "the file has no bytes")
+                return
+            position = line_start_at_or_after(stream, task.start)
+            stream.seek(position)
+            number = newlines_before(task.path, position) + 1 if position else 1
+        else:
+            position, number = 0, 1
+        end = task.end
+        # Room for the content and a "\r\n"; one byte more tells an overlong line apart.
+        cap = max_line_bytes + 3
+        any_bytes = False
+        while end is None or position < end:
+            try:
+                raw = stream.readline(cap)
+                if len(raw) == cap and not raw.endswith(b"\n"):
+                    raw_size = len(raw) + _skip_rest_of_line(stream)
+                    content: Optional[bytes] = None
+                else:
+                    raw_size = len(raw)
+                    content = _strip_newline(raw)
+                    if len(content) > max_line_bytes:
+                        content = None
+            except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
+                sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
+                return
+            if not raw_size:
+                break
+            if number == 1 and content is not None and content.startswith(UTF8_BOM):
+                content = content[len(UTF8_BOM) :]  # a byte-order mark is not text
+            any_bytes = True
+            yield number, content
+            position += raw_size
+            number += 1
+        if compression is None and end is not None and position >= end:
+            # The next range of this file starts here (when ranges are aligned): remember how
+            # many newlines precede it, so that range need not count them again.
+            _remember(task.path, position, number - 1)
+        if compression is not None and not any_bytes:
+            sink.report("", "empty_file", "the decompressed stream has no bytes")
+
+
+def _describe_stream_error(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}; the rest of the file is unread"

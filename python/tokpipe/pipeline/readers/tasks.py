@@ -1,0 +1,155 @@
+"""From inputs to tasks, and from a task to its reader.
+
+:func:`plan_tasks` expands files, folders and glob patterns into a numbered list of
+:class:`~.base.Task`; big plain line-based files become several byte-range tasks so that one
+file can be read by several workers. :func:`read_task` picks the reader by file name.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Callable, Iterator, Optional, Sequence, Union
+
+import pyarrow as pa
+
+from tokpipe.errors import CorpusError
+
+from .base import ReadError, ReaderOptions, Task
+from .jsonl import read_jsonl
+from .lines import compression_of, line_start_at_or_after
+from .parquet import read_parquet
+from .text import read_text
+from .warc import read_warc
+
+__all__ = ["plan_tasks", "read_task", "format_of", "KNOWN_SUFFIXES"]
+
+_JSONL = (".jsonl", ".json", ".ndjson")
+_COMPRESSIONS = ("", ".gz", ".zst", ".zstd")
+KNOWN_SUFFIXES = (
+    (".txt",)
+    + tuple(base + compression for base in _JSONL for compression in _COMPRESSIONS)
+    + (".parquet", ".warc", ".warc.gz", ".wet", ".wet.gz")
+)
+_GLOB_CHARACTERS = frozenset("*?[")
+
+Reader = Callable[[Task, ReaderOptions, Callable[[ReadError], None]], Iterator[pa.RecordBatch]]
+_READERS: dict[str, Reader] = {"text": read_text, "jsonl": read_jsonl, "parquet": read_parquet, "warc": read_warc}
+
+
+def format_of(path: str) -> Optional[str]:
+    """``"text"``, ``"jsonl"``, ``"parquet"`` or ``"warc"`` from the file name; ``None`` if unknown."""
+    lower = path.lower()
+    if lower.endswith(".txt"):
+        return "text"
+    if lower.endswith(".parquet"):
+        return "parquet"
+    if lower.endswith((".warc", ".warc.gz", ".wet", ".wet.gz")):
+        return "warc"
+    for compression in _COMPRESSIONS:
+        if lower.endswith(tuple(base + compression for base in _JSONL)):
+            return "jsonl"
+    return None
+
+
+def plan_tasks(inputs: Sequence[Union[str, "os.PathLike[str]"]], options: ReaderOptions) -> list[Task]:
+    """The tasks that read ``inputs``, numbered from 0 in a stable order.
+
+    An input is a file (which must have a known suffix), a folder (walked recursively in sorted
+    order, hidden files and folders skipped, files of unknown suffixes ignored) or a glob
+    pattern (``**`` allowed; matches sorted). A file named twice is read once, where it first
+    appears. Plain ``.jsonl``/``.json``/``.ndjson`` files, and ``.txt`` files with
+    ``split="lines"``, bigger than ``options.task_bytes`` are split into byte ranges of about
+    that size, each starting at a line start. Raises ``CorpusError`` for an input that does not
+    exist (or a pattern that matches nothing), a file of unknown format, or no files at all.
+    """
+    files: list[str] = []
+    seen: set[str] = set()
+    for given in inputs:
+        for path in _expand(os.fspath(given)):
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+    if not files:
+        raise CorpusError(f"no input files found in {', '.join(map(os.fspath, inputs)) or '(no inputs)'}; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
+    tasks: list[Task] = []
+    for path in files:
+        for start, end in _ranges(path, options):
+            tasks.append(Task(index=len(tasks), path=path, start=start, end=end))
+    return tasks
+
+
+def read_task(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> Iterator[pa.RecordBatch]:
+    """The documents of ``task`` as record batches with ``id`` and ``text`` first.
+
+    Bad input units are passed to ``on_error`` (or raise ``CorpusError`` when
+    ``options.strict``); see each format's module for what a unit and its id are.
+    """
+    file_format = format_of(task.path)
+    if file_format is None:
+        raise CorpusError(f"{task.path}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
+    return _READERS[file_format](task, options, on_error)
+
+
+def _expand(given: str) -> list[str]:
+    if os.path.isdir(given):
+        return _walk(given)
+    if os.path.exists(given):
+        if format_of(given) is None:
+            raise CorpusError(f"{given}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
+        return [given]
+    if _GLOB_CHARACTERS & set(given):
+        matches = sorted(glob.glob(given, recursive=True))
+        files: list[str] = []
+        for match in matches:
+            if os.path.isdir(match):
+                files.extend(_walk(match))
+            elif format_of(match) is not None:
+                files.append(match)
+        if not matches:
+            raise CorpusError(f"input pattern matches nothing: {given}")
+        return files
+    raise CorpusError(f"input does not exist: {given}")
+
+
+def _walk(folder: str) -> list[str]:
+    files: list[str] = []
+    for root, folders, names in os.walk(folder):
+        # Sorted in place so os.walk descends in a stable order; hidden folders pruned.
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        for name in sorted(names):
+            if not name.startswith(".") and format_of(name) is not None:
+                files.append(os.path.join(root, name))
+    return sorted(files)
+
+
+def _splittable(path: str, options: ReaderOptions) -> bool:
+    if compression_of(path) is not None:
+        return False  # a compressed stream can only be read from its start
+    file_format = format_of(path)
+    return file_format == "jsonl" or (file_format == "text" and options.split == "lines")
+
+
+def _ranges(path: str, options: ReaderOptions) -> list[tuple[int, Optional[int]]]:
+    """The byte ranges of ``path``'s tasks: ``[(0, None)]`` unless the file is split."""
+    if not _splittable(path, options):
+        return [(0, None)]
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return [(0, None)]  # the reader reports it as unreadable
+    if size <= options.task_bytes:
+        return [(0, None)]
+    # Cut every task_bytes, each cut moved forward to the next line start, so ranges never
+    # split a line (the reader would cope, but aligned ranges make each worker's share exact).
+    cuts = [0]
+    with open(path, "rb") as f:
+        while True:
+            cut = line_start_at_or_after(f, cuts[-1] + options.task_bytes)
+            if cut >= size:
+                break
+            cuts.append(cut)
+    bounds: list[tuple[int, Optional[int]]] = [(start, end) for start, end in zip(cuts, cuts[1:])]
+    bounds.append((cuts[-1], None))
+    return bounds
