@@ -47,7 +47,7 @@ def test_clean_the_shipped_example_then_stats(tmp_path: Path) -> None:
     result = run("clean", str(REPO / "examples" / "corpus"), "-o", str(out), "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert "exact_dedup" in result.stderr and "documents kept" in result.stderr
-    table = ds.dataset(out, format="parquet", ignore_prefixes=["rejected", "."]).to_table()
+    table = ds.dataset(sorted(str(p) for p in out.glob("part-*.parquet")), format="parquet").to_table()
     assert table.num_rows > 0 and table.schema.names[:2] == ["id", "text"]
     stats = run("stats", str(out), "--verify")
     assert stats.returncode == 0, stats.stderr
