@@ -14,6 +14,7 @@ import click
 
 from tokpipe.cli import UsageError, cli, friendly_errors
 from tokpipe.errors import ConfigError, CorpusError, PipelineError
+from tokpipe.pipeline.engines.local import ProgressUpdate
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
 
@@ -40,19 +41,24 @@ class _Progress:
         self.started = time.perf_counter()
         self.phase = ""
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
+    def __call__(self, update: ProgressUpdate) -> None:
         if not self.enabled:
             return
-        if phase != self.phase:
+        if update.phase != self.phase:
             if self.phase:
                 sys.stderr.write("\n")
-            self.phase, self.started = phase, time.perf_counter()
+            self.phase, self.started = update.phase, time.perf_counter()
         elapsed = time.perf_counter() - self.started
+        done, total = update.done, update.total
         eta = f", eta {elapsed / done * (total - done):.0f}s" if 0 < done < total else ""
         width = 30
         filled = width * done // max(total, 1)
-        sys.stderr.write(f"\r{phase:<22} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                         f"({elapsed:.0f}s{eta})  ")
+        if update.unit == "bytes":
+            rate = done / 1e6 / elapsed if elapsed > 0 else 0.0
+            amount = f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s, {update.documents:,} docs"
+        else:
+            amount = f"{done}/{total}"
+        sys.stderr.write(f"\r{update.phase:<22} [{'#' * filled}{'.' * (width - filled)}] {amount} ({elapsed:.0f}s{eta})  ")
         sys.stderr.flush()
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
 from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo, write_manifest
 
-__all__ = ["LocalExecutor", "RunOptions", "RunResult", "DUPLICATE_OF", "READ_STATS"]
+__all__ = ["LocalExecutor", "RunOptions", "RunResult", "ProgressUpdate", "Progress", "DUPLICATE_OF", "READ_STATS"]
 
 #: Column of a rejected duplicate: the id of the document kept in its place.
 DUPLICATE_OF = "duplicate_of"
@@ -51,6 +51,21 @@ DUPLICATE_OF = "duplicate_of"
 READ_STATS = "read"
 _KEY = "_tokpipe_key"
 _STATE = ".tokpipe"
+
+
+@dataclass
+class ProgressUpdate:
+    """Where a run is: ``done`` of ``total`` in ``unit`` ("bytes" of input in the segment
+    phases, "units" of work in the others), and the documents handled so far in this phase."""
+
+    phase: str
+    done: int
+    total: int
+    unit: str
+    documents: int = 0
+
+
+Progress = Callable[[ProgressUpdate], None]
 
 
 @dataclass(frozen=True)
@@ -249,13 +264,13 @@ class LocalExecutor:
     """Runs ``config`` over ``inputs`` into ``out_dir``; see the module docstring."""
 
     def __init__(self, config: PipelineConfig, inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
-                 options: RunOptions = RunOptions(), progress: Callable[[str, int, int], None] | None = None) -> None:
+                 options: RunOptions = RunOptions(), progress: Progress | None = None) -> None:
         self.config = config
         self.inputs = [os.fspath(p) for p in inputs]
         self.out = Path(out_dir)
         self.state = self.out / _STATE
         self.options = options
-        self.progress = progress or (lambda phase, done, total: None)
+        self.progress: Progress = progress or (lambda update: None)
         self.segments = _segments(config)
 
     def _identity(self) -> dict[str, Any]:
@@ -287,20 +302,30 @@ class LocalExecutor:
         _write_json(run_file, identity)
         return tasks
 
-    def _map(self, pool: cf.Executor | None, phase: str, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
-        """Runs jobs in the pool (or here), reporting progress; the first failure stops the run."""
-        total, results = len(jobs), []
-        self.progress(phase, 0, total)
+    def _map(self, pool: cf.Executor | None, phase: str, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+             sizes: list[int] | None = None) -> list[Any]:
+        """Runs jobs in the pool (or here), reporting progress (by ``sizes`` in bytes when
+        given, else by job); the first failure stops the run."""
+        weights = sizes or [1] * len(jobs)
+        update = ProgressUpdate(phase, 0, sum(weights), "bytes" if sizes else "units")
+
+        def advance(weight: int, result: Any) -> None:
+            update.done += weight
+            if sizes and isinstance(result, dict):  # a segment task's summary
+                update.documents += int(result.get("kept", 0)) + int(result.get("rejected", 0)) + int(result.get("errors", 0))
+            self.progress(update)
+
+        self.progress(update)
         if pool is None:
-            for n, (fn, args) in enumerate(jobs, 1):
+            results = []
+            for (fn, args), weight in zip(jobs, weights):
                 results.append(_guarded(fn, args))
-                self.progress(phase, n, total)
+                advance(weight, results[-1])
             return results
-        futures = [pool.submit(_guarded, fn, args) for fn, args in jobs]
+        futures = {pool.submit(_guarded, fn, args): weight for (fn, args), weight in zip(jobs, weights)}
         try:
-            for n, future in enumerate(cf.as_completed(futures), 1):
-                future.result()
-                self.progress(phase, n, total)
+            for future in cf.as_completed(futures):
+                advance(futures[future], future.result())
         except BaseException:
             for f in futures:
                 f.cancel()
@@ -324,7 +349,8 @@ class LocalExecutor:
                 todo = [t for t in tasks if not (self.state / f"seg{k}" / f"{t.index:06d}.json").exists()]
                 tasks_run += len(todo)
                 self._map(pool, f"segment {k + 1}/{len(self.segments)}", [
-                    (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader)) for t in todo])
+                    (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader)) for t in todo],
+                    sizes=[_task_bytes(t) for t in todo])
                 if global_spec is not None:
                     self._decide(k, tasks, global_spec)
                 previous_global = closing
@@ -338,7 +364,7 @@ class LocalExecutor:
         done = self.state / f"global{k}" / "done.json"
         if done.exists():
             return
-        self.progress(f"{spec.type}: deciding", 0, 1)
+        self.progress(ProgressUpdate(f"{spec.type}: deciding", 0, 1, "units"))
         stage = spec.build()
         assert isinstance(stage, GlobalStage)
         files = [self.state / f"seg{k}" / f"{t.index:06d}.parquet" for t in tasks]
@@ -365,7 +391,7 @@ class LocalExecutor:
             stats.dropped["duplicate"] += int(is_dup.sum())
         stats.kept = stats.input - stats.dropped["duplicate"]
         _write_json(done, {"stats": stats.as_dict()})
-        self.progress(f"{spec.type}: deciding", 1, 1)
+        self.progress(ProgressUpdate(f"{spec.type}: deciding", 1, 1, "units"))
 
     def _pack(self, pool: cf.Executor | None, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
         pack_dir = self.state / "pack"
@@ -420,6 +446,14 @@ class LocalExecutor:
                        stats={name: s.as_dict() for name, s in ordered.items()},
                        extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors})
         return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
+
+
+def _task_bytes(task: Task) -> int:
+    try:
+        end = task.end if task.end is not None else os.path.getsize(task.path)
+    except OSError:
+        return 0
+    return max(0, end - task.start)
 
 
 def _read_column(path: Path, column: str, kind: pa.DataType) -> pa.Array:
