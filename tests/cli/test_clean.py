@@ -58,6 +58,6 @@ def test_clean_the_shipped_example_then_stats(tmp_path: Path) -> None:
 
 def test_help_explains_every_option() -> None:
     result = run("clean", "--help")
-    for option in ("--output", "--config", "--workers", "--shard-size", "--text-field", "--id-field", "--split",
+    for option in ("--output", "--config", "--workers", "--shard-size", "--task-size", "--text-field", "--id-field", "--split",
                    "--strict", "--overwrite", "--print-config", "--quiet"):
         assert option in result.stdout

@@ -97,6 +97,9 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> str:
               help="Worker processes [default: the number of cores].")
 @click.option("--shard-size", default="256MB", show_default=True,
               help="Start a new output shard after this many bytes (e.g. 64MB, 1G).")
+@click.option("--task-size", default="64MB", show_default=True,
+              help="Split plain .jsonl (and line-split .txt) files bigger than this into tasks of about this size; "
+                   "tasks are the unit of parallel work and of resume.")
 @click.option("--text-field", default="text", show_default=True, help="JSONL/Parquet field holding the text.")
 @click.option("--id-field", default="id", show_default=True,
               help="JSONL/Parquet field holding the id; documents without one get path:line.")
@@ -108,7 +111,7 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> str:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
 @friendly_errors
 def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Path | None, workers: int | None,
-                  shard_size: str, text_field: str, id_field: str, split: str, strict: bool, overwrite: bool,
+                  shard_size: str, task_size: str, text_field: str, id_field: str, split: str, strict: bool, overwrite: bool,
                   print_config: bool, quiet: bool) -> None:
     """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet.
 
@@ -135,7 +138,8 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
     if output is None:
         raise UsageError("give the output folder with -o/--output")
     size = parse_size(shard_size)
-    reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict)
+    reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict,
+                           task_bytes=parse_size(task_size))
     options = RunOptions(workers=workers or os.cpu_count() or 1, shard_size=size, strict=strict,
                          overwrite=overwrite, reader=reader)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
