@@ -6,9 +6,10 @@ once, over the keys of every task. A last pack step writes the final shards.
 
     OUT/.tokpipe/run.json             what this folder is for (config, inputs, reader options)
     OUT/.tokpipe/tasks.json           the planned tasks, fixed at the first run
-    OUT/.tokpipe/seg{k}/{t}.parquet   task t's documents after segment k (plus the next
-                                      global stage's key column)
-    OUT/.tokpipe/seg{k}/{t}.rejected.parquet, {t}.errors.jsonl, {t}.json (stats; written last)
+    OUT/.tokpipe/seg{k}/kept/part-{t}-*.parquet      task t's documents after segment k (plus
+                                                     the next global stage's key column)
+    OUT/.tokpipe/seg{k}/rejected/part-{t}-*.parquet  what segment k dropped from task t
+    OUT/.tokpipe/seg{k}/{t}.errors.jsonl, {t}.json   read errors; stats and file list (written last)
     OUT/.tokpipe/global{k}/{t}.parquet   the global stage's verdict per document of task t
     OUT/.tokpipe/pack/{w}.json        worker group w's final shards (written last)
     OUT/part-{w:05d}-{s:05d}.parquet, OUT/rejected/..., OUT/errors.jsonl, OUT/manifest.json
@@ -50,6 +51,8 @@ DUPLICATE_OF = "duplicate_of"
 #: Stats key of the readers: documents read and input set aside, per reason.
 READ_STATS = "read"
 _KEY = "_tokpipe_key"
+# Staging shards are per task; this only bounds a file, it is not a unit of work.
+_STAGING_SHARD = 1 << 30
 _STATE = ".tokpipe"
 
 
@@ -150,7 +153,8 @@ def _with_rejection_columns(rejected: pa.RecordBatch) -> pa.RecordBatch:
 def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[str, Any]], dict[str, Any] | None],
                       previous_global: dict[str, Any] | None, reader: dict[str, Any]) -> dict[str, Any]:
     """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
-    the segment's document stages, and the keys of the global stage that ends it."""
+    the segment's document stages, and the keys of the global stage that ends it. Batches
+    stream through to staging shards; nothing holds a whole task in memory."""
     state_dir = Path(state)
     stage_specs, global_spec = segment
     stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
@@ -161,8 +165,16 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
         closing = built
     stats: dict[str, dict[str, Any]] = {}
     errors: list[ReadError] = []
-    kept: list[pa.RecordBatch] = []
-    rejected: list[pa.RecordBatch] = []
+    out = state_dir / f"seg{k}"
+    kept_writer = ParquetShardWriter(out / "kept", task.index, _STAGING_SHARD)
+    rejected_writer = ParquetShardWriter(out / "rejected", task.index, _STAGING_SHARD)
+    counts = {"kept": 0, "rejected": 0}
+    kept_files: list[str] = []
+    rejected_files: list[str] = []
+
+    def reject(batch: pa.RecordBatch) -> None:
+        counts["rejected"] += batch.num_rows
+        rejected_files.extend(i.name for i in rejected_writer.write(_with_rejection_columns(batch)))
 
     def batches() -> Iterator[pa.RecordBatch]:
         if k == 0:
@@ -177,58 +189,78 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
                 read.dropped[e.reason] += 1
             stats[READ_STATS] = read.as_dict()
             return
-        source = state_dir / f"seg{k - 1}" / f"{task.index:06d}.parquet"
-        table = pq.read_table(source)
-        if _KEY in table.column_names:
-            table = table.drop_columns([_KEY])
-        if previous_global is not None:
-            table = _apply_verdicts(state_dir, k - 1, task, table, previous_global["type"], rejected)
-        yield from table.to_batches(max_chunksize=reader.get("batch_rows", 1024))
+        previous = _summary(state_dir, k - 1, task.index)
+        verdicts = _verdicts(state_dir, k - 1, task.index) if previous_global is not None else None
+        offset = 0
+        for name in previous["kept_files"]:
+            for batch in pq.ParquetFile(state_dir / f"seg{k - 1}" / "kept" / name).iter_batches(
+                    batch_size=reader.get("batch_rows", 1024)):
+                if _KEY in batch.schema.names:
+                    batch = batch.drop_columns([_KEY])
+                if verdicts is not None:
+                    duplicate_of = verdicts.slice(offset, batch.num_rows)
+                    offset += batch.num_rows
+                    batch = _apply_verdicts(batch, duplicate_of, previous_global["type"], reject)  # type: ignore[index]
+                if batch.num_rows:
+                    yield batch
 
-    for batch in batches():
-        for stage in stages:
-            result = stage.process(batch)
-            if result.rejected is not None and result.rejected.num_rows:
-                rejected.append(_with_rejection_columns(result.rejected))
-            batch = result.kept
-            if not batch.num_rows:
-                break
-        if batch.num_rows:
-            if closing is not None:
-                batch = batch.append_column(_KEY, closing.keys(batch))
-            kept.append(batch)
+    try:
+        for batch in batches():
+            for stage in stages:
+                result = stage.process(batch)
+                if result.rejected is not None and result.rejected.num_rows:
+                    reject(result.rejected)
+                batch = result.kept
+                if not batch.num_rows:
+                    break
+            if batch.num_rows:
+                if closing is not None:
+                    batch = batch.append_column(_KEY, closing.keys(batch))
+                counts["kept"] += batch.num_rows
+                kept_files.extend(i.name for i in kept_writer.write(batch))
+        kept_files.extend(i.name for i in kept_writer.close())
+        rejected_files.extend(i.name for i in rejected_writer.close())
+    except BaseException:
+        kept_writer.abort()
+        rejected_writer.abort()
+        raise
     for stage in stages:
         stats[stage.name] = stage.stats.as_dict()
-
-    out = state_dir / f"seg{k}"
-    _write_table(out / f"{task.index:06d}.parquet", kept)
-    if rejected:
-        _write_table(out / f"{task.index:06d}.rejected.parquet", rejected)
     if k == 0:
         tmp = out / f".{task.index:06d}.errors.jsonl.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             for e in errors:
                 f.write(json.dumps(asdict(e), ensure_ascii=False) + "\n")
         os.replace(tmp, out / f"{task.index:06d}.errors.jsonl")
-    summary = {"task": task.index, "stats": stats, "errors": len(errors),
-               "kept": sum(b.num_rows for b in kept), "rejected": sum(b.num_rows for b in rejected)}
+    summary = {"task": task.index, "stats": stats, "errors": len(errors), **counts,
+               "kept_files": kept_files, "rejected_files": rejected_files}
     _write_json(out / f"{task.index:06d}.json", summary)
     return summary
 
 
-def _apply_verdicts(state_dir: Path, k: int, task: Task, table: pa.Table, stage_name: str,
-                    rejected: list[pa.RecordBatch]) -> pa.Table:
-    """Drops the documents global stage ``k`` marked as duplicates, into ``rejected``."""
-    verdict = pq.read_table(state_dir / f"global{k}" / f"{task.index:06d}.parquet").column(DUPLICATE_OF)
-    is_dup = verdict.is_valid().to_numpy(zero_copy_only=False)
+def _summary(state_dir: Path, k: int, task: int) -> dict[str, Any]:
+    return json.loads((state_dir / f"seg{k}" / f"{task:06d}.json").read_text(encoding="utf-8"))
+
+
+def _verdicts(state_dir: Path, k: int, task: int) -> pa.Array:
+    """Global stage ``k``'s verdict on each document of ``task``: the id of the document
+    kept in its place, or null to keep it."""
+    return pq.read_table(state_dir / f"global{k}" / f"{task:06d}.parquet").column(DUPLICATE_OF).combine_chunks()
+
+
+def _apply_verdicts(batch: pa.RecordBatch, duplicate_of: pa.Array, stage_name: str,
+                    reject: Callable[[pa.RecordBatch], None]) -> pa.RecordBatch:
+    """Drops the documents a global stage marked as duplicates, handing them to ``reject``."""
+    is_dup = duplicate_of.is_valid().to_numpy(zero_copy_only=False)
     if not is_dup.any():
-        return table
-    dups = table.filter(pa.array(is_dup))
+        return batch
+    mask = pa.array(is_dup)
+    dups = batch.filter(mask)
     dups = dups.append_column(REASON, pa.array(["duplicate"] * dups.num_rows, type=pa.string()))
     dups = dups.append_column(STAGE, pa.array([stage_name] * dups.num_rows, type=pa.string()))
-    dups = dups.append_column(DUPLICATE_OF, verdict.filter(pa.array(is_dup)))
-    rejected.extend(dups.to_batches())
-    return table.filter(pa.array(~is_dup))
+    dups = dups.append_column(DUPLICATE_OF, duplicate_of.filter(mask))
+    reject(dups)
+    return batch.filter(pa.array(~is_dup))
 
 
 def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segments: int,
@@ -243,12 +275,12 @@ def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segment
         rejected_shards: list[ShardInfo] = []
         for t in tasks:
             for k in range(segments):
-                path = state_dir / f"seg{k}" / f"{t:06d}.rejected.parquet"
-                if path.exists():
-                    for batch in pq.ParquetFile(path).iter_batches():
+                for name in _summary(state_dir, k, t)["rejected_files"]:
+                    for batch in pq.ParquetFile(state_dir / f"seg{k}" / "rejected" / name).iter_batches():
                         rejected_shards += rejected.write(batch)
-            for batch in pq.ParquetFile(state_dir / f"seg{last}" / f"{t:06d}.parquet").iter_batches():
-                shards += kept.write(batch)
+            for name in _summary(state_dir, last, t)["kept_files"]:
+                for batch in pq.ParquetFile(state_dir / f"seg{last}" / "kept" / name).iter_batches():
+                    shards += kept.write(batch)
         shards += kept.close()
         rejected_shards += rejected.close()
     summary = {"worker": worker, "tasks": tasks, "shards": [asdict(s) for s in shards],
@@ -367,7 +399,8 @@ class LocalExecutor:
         self.progress(ProgressUpdate(f"{spec.type}: deciding", 0, 1, "units"))
         stage = spec.build()
         assert isinstance(stage, GlobalStage)
-        files = [self.state / f"seg{k}" / f"{t.index:06d}.parquet" for t in tasks]
+        files = [[self.state / f"seg{k}" / "kept" / name for name in _summary(self.state, k, t.index)["kept_files"]]
+                 for t in tasks]
         keys = [_read_column(f, _KEY, pa.binary(16)) for f in files]
         keepers = stage.decide(keys)
         bounds = np.cumsum([0, *[len(x) for x in keys]])
@@ -456,11 +489,11 @@ def _task_bytes(task: Task) -> int:
     return max(0, end - task.start)
 
 
-def _read_column(path: Path, column: str, kind: pa.DataType) -> pa.Array:
-    table = pq.read_table(path, columns=[column]) if pq.read_schema(path).names else None
-    if table is None or table.num_rows == 0:
-        return pa.array([], type=kind)
-    return table.column(column).combine_chunks()
+def _read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:
+    """One column of a task's staging shards, in order, as one array."""
+    parts = [pq.read_table(f, columns=[column]).column(column) for f in files]
+    chunks = [c for part in parts for c in part.chunks]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)
 
 
 def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
