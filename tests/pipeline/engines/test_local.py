@@ -150,3 +150,26 @@ def test_a_killed_run_resumes_to_the_uninterrupted_output(tmp_path: Path, docume
     assert [p.name for p in sorted(out.glob("*.parquet"))] == [p.name for p in sorted(reference.glob("*.parquet"))]
     for a, b in zip(sorted(out.glob("*.parquet")), sorted(reference.glob("*.parquet"))):
         assert pq.read_table(a).equals(pq.read_table(b))
+
+
+def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.dataset as pads
+
+    out = tmp_path / "out"
+    pipeline.run([corpus], out, workers=2, shard_size=20_000)
+    kept, rejected = output_rows(out)
+    # Inputs with different fields (jsonl with and without "n", a .txt) share one schema.
+    table = pads.dataset(sorted(str(p) for p in out.glob("part-*.parquet")), format="parquet").to_table()
+    assert sorted(zip(table.column("id").to_pylist(), table.column("text").to_pylist())) == kept
+    assert table.schema.names[:2] == ["id", "text"] and "n" in table.schema.names
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))["train"]
+    assert sorted(zip(loaded["id"], loaded["text"])) == kept
+    loaded_rejected = datasets.load_dataset(str(out), "rejected", cache_dir=str(tmp_path / "hf-cache"))["train"]
+    assert sorted(zip(loaded_rejected["id"], loaded_rejected["text"], loaded_rejected["reason"])) == rejected
+    parquet = datasets.load_dataset("parquet", data_files=str(out / "part-*.parquet"), cache_dir=str(tmp_path / "hf-cache"))
+    assert parquet["train"].num_rows == len(kept)

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from tokpipe.errors import CorpusError, PipelineError
 from tokpipe.pipeline.base import REASON, STAGE, GlobalStage, Stage, StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
-from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
 from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo, write_manifest
 
@@ -266,9 +266,9 @@ def _apply_verdicts(batch: pa.RecordBatch, duplicate_of: pa.Array, stage_name: s
 
 
 def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segments: int,
-                shard_size: int) -> dict[str, Any]:
+                shard_size: int, kept_schema: pa.Schema, rejected_schema: pa.Schema) -> dict[str, Any]:
     """Worker group ``worker``'s final shards: its tasks' last-segment documents in task
-    order, and every segment's rejected documents."""
+    order, and every segment's rejected documents, each cast to the run's one schema."""
     state_dir, out = Path(state), Path(out_dir)
     last = segments - 1
     with ParquetShardWriter(out, worker, shard_size) as kept, \
@@ -279,10 +279,10 @@ def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segment
             for k in range(segments):
                 for name in _summary(state_dir, k, t)["rejected_files"]:
                     for batch in pq.ParquetFile(state_dir / f"seg{k}" / "rejected" / name).iter_batches():
-                        rejected_shards += rejected.write(batch)
+                        rejected_shards += rejected.write(_conform(batch, rejected_schema))
             for name in _summary(state_dir, last, t)["kept_files"]:
                 for batch in pq.ParquetFile(state_dir / f"seg{last}" / "kept" / name).iter_batches():
-                    shards += kept.write(batch)
+                    shards += kept.write(_conform(batch, kept_schema))
         shards += kept.close()
         rejected_shards += rejected.close()
     summary = {"worker": worker, "tasks": tasks, "shards": [asdict(s) for s in shards],
@@ -437,6 +437,7 @@ class LocalExecutor:
             for marker in pack_dir.glob("*.json"):
                 marker.unlink()
         _write_json(params_file, params)
+        kept_schema, rejected_schema = self._output_schemas(tasks)
         groups = [g for g in np.array_split(np.array([t.index for t in tasks], dtype=int), workers)]
         jobs = []
         for w, group in enumerate(groups):
@@ -446,13 +447,27 @@ class LocalExecutor:
             for stale in [*self.out.glob(f"part-{w:05d}-*.parquet"), *self.out.glob(f"rejected/part-{w:05d}-*.parquet")]:
                 stale.unlink()
             jobs.append((_pack_group, (str(self.state), str(self.out), w, group.tolist(), len(self.segments),
-                                       self.options.shard_size)))
+                                       self.options.shard_size, kept_schema, rejected_schema)))
         self._map(pool, "writing shards", jobs)
         # Stale shards of a larger worker count from an earlier cut.
         for stale in [*self.out.glob("part-*.parquet"), *self.out.glob("rejected/part-*.parquet")]:
             if int(stale.name.split("-")[1]) >= workers:
                 stale.unlink()
         return [json.loads((pack_dir / f"{w}.json").read_text(encoding="utf-8")) for w in range(len(groups))]
+
+    def _output_schemas(self, tasks: list[Task]) -> tuple[pa.Schema, pa.Schema]:
+        """One schema for all kept shards and one for all rejected shards: the union of the
+        staging files' columns (inputs of different formats carry different fields), so the
+        output folder reads as one table (pyarrow.dataset, HF datasets)."""
+        last = len(self.segments) - 1
+        kept, rejected = [], []
+        for t in tasks:
+            for k in range(len(self.segments)):
+                summary = _summary(self.state, k, t.index)
+                rejected += [pq.read_schema(self.state / f"seg{k}" / "rejected" / n) for n in summary["rejected_files"]]
+                if k == last:
+                    kept += [pq.read_schema(self.state / f"seg{k}" / "kept" / n) for n in summary["kept_files"]]
+        return _union(kept, "kept"), _union(rejected, "rejected")
 
     def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
         stats: dict[str, StageStats] = {}
@@ -476,11 +491,61 @@ class LocalExecutor:
         os.replace(tmp, self.out / "errors.jsonl")
         shards = [ShardInfo(**s) for p in packs for s in p["shards"]]
         rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
+        _write_dataset_card(self.out)
         ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
         write_manifest(self.out, shards=shards, rejected=rejected, config=self.config.to_dict(),
                        stats={name: s.as_dict() for name, s in ordered.items()},
                        extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors})
         return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
+
+
+# HF `datasets` reads the YAML header of a folder's README.md to find the data: with it,
+# `load_dataset(OUT)` gives the kept documents and `load_dataset(OUT, "rejected")` the rest,
+# and the manifest, errors.jsonl and staging files are never mistaken for data.
+_DATASET_CARD = """---
+configs:
+- config_name: default
+  data_files: "part-*.parquet"
+- config_name: rejected
+  data_files: "rejected/part-*.parquet"
+---
+# Dataset written by tokpipe clean
+
+- `part-*.parquet`: the kept documents (`id`, `text`, and the input's other fields).
+- `rejected/part-*.parquet`: the dropped documents, with `reason`, `stage` and `duplicate_of`.
+- `errors.jsonl`: input that could not be read (file, location, reason).
+- `manifest.json`: every shard with rows, bytes and sha256; the config; per-stage stats.
+"""
+
+
+def _write_dataset_card(out: Path) -> None:
+    tmp = out / ".README.md.tmp"
+    tmp.write_text(_DATASET_CARD, encoding="utf-8")
+    os.replace(tmp, out / "README.md")
+
+
+def _union(schemas: list[pa.Schema], what: str) -> pa.Schema:
+    base = pa.schema([(ID, pa.string()), (TEXT, pa.string())])
+    try:
+        union = pa.unify_schemas([base, *[s.remove_metadata() for s in schemas]], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise PipelineError(f"the {what} documents' fields cannot share one schema: {e}") from None
+    return union
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with ``schema``'s columns in its order: missing ones null, others cast."""
+    if batch.schema.remove_metadata().equals(schema):
+        return batch
+    columns = []
+    for f in schema:
+        index = batch.schema.get_field_index(f.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, type=f.type))
+        else:
+            column = batch.column(index)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _task_bytes(task: Task) -> int:
