@@ -61,3 +61,24 @@ def test_help_explains_every_option() -> None:
     for option in ("--output", "--config", "--workers", "--shard-size", "--task-size", "--text-field", "--id-field", "--split",
                    "--strict", "--overwrite", "--print-config", "--quiet"):
         assert option in result.stdout
+
+
+def test_strict_stops_with_exit_1_and_one_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text('{"text": "fine"}\n{broken\n', encoding="utf-8")
+    lenient = run("clean", str(corpus), "-o", str(tmp_path / "lenient"), "--workers", "1")
+    assert lenient.returncode == 0, lenient.stderr
+    assert json.loads((tmp_path / "lenient" / "errors.jsonl").read_text(encoding="utf-8"))["reason"] == "malformed_json"
+    strict = run("clean", str(corpus), "-o", str(tmp_path / "strict"), "--workers", "1", "--strict")
+    assert strict.returncode == 1
+    assert "a.jsonl" in strict.stderr and "Traceback" not in strict.stderr
+    assert len(strict.stderr.strip().splitlines()) == 1
+
+
+def test_the_shipped_example_config_runs(tmp_path: Path) -> None:
+    result = run("clean", str(REPO / "examples" / "corpus"), "-o", str(tmp_path / "out"),
+                 "-c", str(REPO / "examples" / "pipeline.yaml"), "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["config"]["stages"][0]["form"] == "NFKC"
