@@ -16,7 +16,7 @@ from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, Stage
 from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, load_config, parse_config
 
 __all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "register", "registered_stages",
-           "PipelineConfig", "DEFAULT_STAGES", "load_config", "parse_config", "run"]
+           "PipelineConfig", "DEFAULT_STAGES", "load_config", "parse_config", "run", "open_dataset"]
 
 
 def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
@@ -44,3 +44,22 @@ def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str
     reader = ReaderOptions(**{k: options.pop(k) for k in list(options) if k in reader_names},
                            strict=options.get("strict", False))
     return LocalExecutor(parsed, inputs, out_dir, RunOptions(reader=reader, **options)).run()
+
+
+def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any:
+    """The kept (or, with ``rejected=True``, the rejected) documents of a finished run as one
+    ``pyarrow.dataset.Dataset``, from the shards its manifest lists.
+
+    Opening the folder itself would also pick up ``rejected/`` and the JSON files beside the
+    shards; HF users can call ``datasets.load_dataset(out_dir)`` (and ``(out_dir,
+    "rejected")``), which reads the dataset card the run writes.
+    """
+    from pathlib import Path
+
+    import pyarrow.dataset as pads
+
+    from tokpipe.pipeline.writers import read_manifest
+
+    manifest = read_manifest(out_dir)
+    paths = [str(Path(out_dir) / entry["path"]) for entry in manifest["rejected" if rejected else "shards"]]
+    return pads.dataset(paths, format="parquet")

@@ -163,6 +163,10 @@ def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, 
     table = pads.dataset(sorted(str(p) for p in out.glob("part-*.parquet")), format="parquet").to_table()
     assert sorted(zip(table.column("id").to_pylist(), table.column("text").to_pylist())) == kept
     assert table.schema.names[:2] == ["id", "text"] and "n" in table.schema.names
+    assert pipeline.open_dataset(out).to_table().equals(pads.dataset(
+        [str(out / s.name) for s in sorted(out.glob("part-*.parquet"))], format="parquet").to_table())
+    rejected_table = pipeline.open_dataset(out, rejected=True).to_table(columns=["id", "text", "reason"])
+    assert sorted(zip(*(rejected_table.column(c).to_pylist() for c in ("id", "text", "reason")))) == rejected
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     import datasets
