@@ -35,3 +35,14 @@ def test_only_normalization_when_cleanup_is_off() -> None:
     out = Normalize(form="NFKC", clean_whitespace=False, remove_control=False).apply(
         pa.record_batch({"id": ["a"], "text": [text]}))
     assert out.column("text").to_pylist() == [unicodedata.normalize("NFKC", text)]
+
+
+def test_mojibake_repair_undoes_utf8_read_as_cp1252() -> None:
+    # The classic breakage: UTF-8 bytes decoded as cp1252, made with the stdlib, must come
+    # back whole; correct CJK text must be left alone.
+    originals = ["café naïve résumé", "Straße, Ångström, œuvre", "日本語のテキスト"]
+    broken = [t.encode("utf-8").decode("cp1252", errors="ignore") for t in originals[:2]] + [originals[2]]
+    batch = pa.record_batch({"id": ["a", "b", "c"], "text": broken})
+    out = Normalize(form="NFC", fix_mojibake=True).apply(batch)
+    assert out.column("text").to_pylist() == originals
+    assert broken[0] != originals[0]
