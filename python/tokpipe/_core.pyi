@@ -1,6 +1,7 @@
 """Types of the Rust extension ``tokpipe._core`` (see ``rust/tokpipe-py``)."""
 
 from collections.abc import Iterable
+from typing import Any
 
 __version__: str
 
@@ -46,3 +47,7 @@ class BpeTrainer:
     def feed(self, texts: list[str]) -> None: ...
     def feed_files(self, paths: list[str], strict: bool = False, text_field: str = "text") -> dict[str, object]: ...
     def train(self) -> Tokenizer: ...
+
+def exact_dedup_keys(
+    offsets: Any, data: Any, wide: bool, lowercase: bool = True, collapse_whitespace: bool = True
+) -> bytes: ...

@@ -11,6 +11,7 @@
 //! - [`formats`]: readers and writers for the files people already have: HF `tokenizer.json`,
 //!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
+//! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
@@ -19,6 +20,7 @@ pub mod formats;
 pub mod models;
 pub mod normalizers;
 pub mod pre_tokenizers;
+pub mod text;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -6,6 +6,7 @@
 
 mod errors;
 mod ids;
+mod kernels;
 mod tokenizer;
 mod trainers;
 
@@ -16,5 +17,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<trainers::PyBpeTrainer>()?;
+    m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     Ok(())
 }

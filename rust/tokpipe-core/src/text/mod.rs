@@ -1,0 +1,72 @@
+//! Text kernels for the pipeline's stages, over Arrow string columns borrowed from Python:
+//! [`StrColumn`] is the zero-copy view, the other modules are the kernels.
+
+pub mod keys;
+
+use crate::error::{Error, Result};
+
+/// An Arrow string column as Arrow lays it out: `offsets[i]..offsets[i + 1]` is row `i` in
+/// `data`. Borrowed, never copied; offsets are checked on construction so rows can be sliced
+/// without bounds surprises. Null rows are read as their (empty) offsets range.
+pub struct StrColumn<'a> {
+    offsets: Offsets<'a>,
+    data: &'a [u8],
+}
+
+/// `string` columns have 32-bit offsets, `large_string` columns 64-bit ones.
+pub enum Offsets<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl<'a> StrColumn<'a> {
+    pub fn new(offsets: Offsets<'a>, data: &'a [u8]) -> Result<Self> {
+        let column = StrColumn { offsets, data };
+        let n = column.offsets_len();
+        if n == 0 {
+            return Err(Error::InvalidArgument("a string column needs at least one offset".into()));
+        }
+        let mut previous = column.offset(0);
+        for i in 1..n {
+            let next = column.offset(i);
+            if next < previous || next > data.len() {
+                return Err(Error::InvalidArgument(format!("string column offset {i} ({next}) is out of order or past the data")));
+            }
+            previous = next;
+        }
+        Ok(column)
+    }
+
+    fn offsets_len(&self) -> usize {
+        match self.offsets {
+            Offsets::I32(o) => o.len(),
+            Offsets::I64(o) => o.len(),
+        }
+    }
+
+    fn offset(&self, i: usize) -> usize {
+        match self.offsets {
+            Offsets::I32(o) => o[i].max(0) as usize,
+            Offsets::I64(o) => o[i].max(0) as usize,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets_len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`'s text. Arrow string data is UTF-8 by contract; a row that is not (a producer
+    /// that broke the contract) reads as the valid text before the bad byte, not a panic.
+    pub fn get(&self, i: usize) -> &'a str {
+        let bytes = &self.data[self.offset(i)..self.offset(i + 1)];
+        match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            // SAFETY-free fallback: the prefix up to the error is valid UTF-8.
+            Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+        }
+    }
+}
