@@ -32,7 +32,10 @@ fn corpora() -> Vec<(&'static str, String)> {
     if let Ok(entries) = std::fs::read_dir(dir.join("text/zh_notes")) {
         let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
-        let zh: String = paths.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect();
+        let zh: String = paths
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect();
         if !zh.is_empty() {
             out.push(("zh_notes", zh));
         }
@@ -45,7 +48,10 @@ fn corpora() -> Vec<(&'static str, String)> {
         paths.sort();
         for p in paths {
             let mut s = String::new();
-            if flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap()).read_to_string(&mut s).is_err() {
+            if flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap())
+                .read_to_string(&mut s)
+                .is_err()
+            {
                 continue;
             }
             for line in s.lines() {
@@ -66,7 +72,11 @@ fn corpora() -> Vec<(&'static str, String)> {
 
 fn bench_pre_tokenizers(c: &mut Criterion) {
     let corpora = corpora();
-    assert!(!corpora.is_empty(), "no corpora under {}", corpora_dir().display());
+    assert!(
+        !corpora.is_empty(),
+        "no corpora under {}",
+        corpora_dir().display()
+    );
     for (corpus, text) in &corpora {
         let mut group = c.benchmark_group(format!("pretok/{corpus}"));
         group.throughput(Throughput::Bytes(text.len() as u64));
@@ -89,7 +99,8 @@ fn bench_pre_tokenizers(c: &mut Criterion) {
             group.bench_function(format!("{name}/fancy-regex"), |b| {
                 b.iter(|| {
                     let mut n = 0usize;
-                    re.split(black_box(text), |p| n += black_box(p).len()).unwrap();
+                    re.split(black_box(text), |p| n += black_box(p).len())
+                        .unwrap();
                     n
                 })
             });

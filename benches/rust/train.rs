@@ -42,7 +42,10 @@ fn trainer(vocab_size: usize) -> BpeTrainer {
 
 fn bench_train(c: &mut Criterion) {
     let files = text_files();
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
     let opts = CorpusOptions::default();
     let mut group = c.benchmark_group("train/shared_text");
     group.throughput(Throughput::Bytes(bytes));

@@ -47,7 +47,10 @@ pub struct CorpusOptions {
 
 impl Default for CorpusOptions {
     fn default() -> Self {
-        CorpusOptions { strict: false, text_field: "text".to_string() }
+        CorpusOptions {
+            strict: false,
+            text_field: "text".to_string(),
+        }
     }
 }
 
@@ -129,7 +132,10 @@ pub struct CorpusReport {
 impl CorpusReport {
     /// Everything set aside, all reasons together.
     pub fn set_aside(&self) -> u64 {
-        self.malformed_json + self.missing_text_field + self.non_string_text_field + self.corrupt_streams
+        self.malformed_json
+            + self.missing_text_field
+            + self.non_string_text_field
+            + self.corrupt_streams
     }
 
     /// The count kept for one reason.
@@ -163,11 +169,26 @@ pub(crate) struct ReportBuilder {
 }
 
 impl ReportBuilder {
-    fn set_aside(&mut self, file: usize, path: &Path, line: u64, reason: SetAsideReason, detail: String) {
+    fn set_aside(
+        &mut self,
+        file: usize,
+        path: &Path,
+        line: u64,
+        reason: SetAsideReason,
+        detail: String,
+    ) {
         *self.report.count_mut(reason) += 1;
         // Each builder keeps its own first few; the merged list is cut again in `finish`.
         if self.examples.len() < MAX_SET_ASIDE_EXAMPLES {
-            self.examples.push((file, SetAside { path: path.to_path_buf(), line, reason, detail }));
+            self.examples.push((
+                file,
+                SetAside {
+                    path: path.to_path_buf(),
+                    line,
+                    reason,
+                    detail,
+                },
+            ));
         }
     }
 
@@ -186,7 +207,8 @@ impl ReportBuilder {
     }
 
     pub(crate) fn finish(mut self) -> CorpusReport {
-        self.examples.sort_by(|(fa, a), (fb, b)| (fa, a.line).cmp(&(fb, b.line)));
+        self.examples
+            .sort_by(|(fa, a), (fb, b)| (fa, a.line).cmp(&(fb, b.line)));
         self.examples.truncate(MAX_SET_ASIDE_EXAMPLES);
         self.report.examples = self.examples.into_iter().map(|(_, e)| e).collect();
         self.report
@@ -210,7 +232,10 @@ enum Compression {
 
 /// Decides a file's layout and compression from its name (case-insensitive).
 fn file_type(path: &Path) -> (Layout, Compression) {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     let (stem, compression) = if let Some(stem) = name.strip_suffix(".gz") {
         (stem, Compression::Gzip)
     } else if let Some(stem) = name.strip_suffix(".zst") {
@@ -218,7 +243,11 @@ fn file_type(path: &Path) -> (Layout, Compression) {
     } else {
         (name.as_str(), Compression::None)
     };
-    let layout = if stem.ends_with(".jsonl") || stem.ends_with(".json") { Layout::JsonLines } else { Layout::TextLines };
+    let layout = if stem.ends_with(".jsonl") || stem.ends_with(".json") {
+        Layout::JsonLines
+    } else {
+        Layout::TextLines
+    };
     (layout, compression)
 }
 
@@ -243,7 +272,10 @@ pub(crate) struct Batch {
 impl Batch {
     /// An empty batch with room for a full one plus the partial line carried over.
     fn empty() -> Self {
-        Batch { data: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 4), segments: Vec::new() }
+        Batch {
+            data: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 4),
+            segments: Vec::new(),
+        }
     }
 }
 
@@ -275,12 +307,16 @@ impl Read for FileSource<'_> {
 pub(crate) fn check_paths(paths: &[PathBuf]) -> Result<u64> {
     use rayon::prelude::*;
     // In parallel: a corpus of many small files spends real time in these system calls.
-    let metadata: Vec<std::io::Result<std::fs::Metadata>> = paths.par_iter().map(std::fs::metadata).collect();
+    let metadata: Vec<std::io::Result<std::fs::Metadata>> =
+        paths.par_iter().map(std::fs::metadata).collect();
     let mut total = 0;
     for (path, meta) in paths.iter().zip(metadata) {
         let meta = meta.map_err(|e| Error::io(path, e))?;
         if meta.is_dir() {
-            return Err(Error::io(path, std::io::Error::other("is a directory, not a file")));
+            return Err(Error::io(
+                path,
+                std::io::Error::other("is a directory, not a file"),
+            ));
         }
         total += meta.len();
     }
@@ -310,10 +346,16 @@ pub(crate) fn read_batches(
         let (layout, compression) = file_type(path);
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let file_failed = AtomicBool::new(false);
-        let source = FileSource { file, read_bytes, failed: &file_failed };
+        let source = FileSource {
+            file,
+            read_bytes,
+            failed: &file_failed,
+        };
         let mut reader: Box<dyn Read> = match compression {
             Compression::None => Box::new(source),
-            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(source))),
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+                std::io::BufReader::new(source),
+            )),
             Compression::Zstd => match zstd::Decoder::new(source) {
                 Ok(d) => Box::new(d),
                 Err(e) => return Err(Error::io(path, e)),
@@ -331,7 +373,9 @@ pub(crate) fn read_batches(
                 return Ok(());
             }
             let before = batch.data.len();
-            let read = (&mut reader).take(BATCH_BYTES as u64).read_to_end(&mut batch.data);
+            let read = (&mut reader)
+                .take(BATCH_BYTES as u64)
+                .read_to_end(&mut batch.data);
             let got = batch.data.len() - before;
             file_bytes += got as u64;
             match read {
@@ -339,26 +383,50 @@ pub(crate) fn read_batches(
                 // spares small files a last read that would only return 0.
                 Ok(_) if got < BATCH_BYTES => {
                     if batch.data.len() > segment_start {
-                        batch.segments.push(Segment { file: index, layout, first_line: line, range: segment_start..batch.data.len() });
+                        batch.segments.push(Segment {
+                            file: index,
+                            layout,
+                            first_line: line,
+                            range: segment_start..batch.data.len(),
+                        });
                     }
                     break;
                 }
                 Ok(_) => {}
-                Err(e) if file_failed.load(Ordering::Relaxed) || compression == Compression::None => {
+                Err(e)
+                    if file_failed.load(Ordering::Relaxed) || compression == Compression::None =>
+                {
                     return Err(Error::io(path, e));
                 }
                 Err(e) => {
                     // Keep the whole lines decoded so far; the partial line after them is
                     // probably cut mid-way and is dropped with the rest of the stream.
-                    let whole = memchr::memrchr(b'\n', &batch.data[segment_start..]).map_or(segment_start, |p| segment_start + p + 1);
+                    let whole = memchr::memrchr(b'\n', &batch.data[segment_start..])
+                        .map_or(segment_start, |p| segment_start + p + 1);
                     batch.data.truncate(whole);
                     if whole > segment_start {
-                        batch.segments.push(Segment { file: index, layout, first_line: line, range: segment_start..whole });
-                        line += memchr::memchr_iter(b'\n', &batch.data[segment_start..whole]).count() as u64;
+                        batch.segments.push(Segment {
+                            file: index,
+                            layout,
+                            first_line: line,
+                            range: segment_start..whole,
+                        });
+                        line += memchr::memchr_iter(b'\n', &batch.data[segment_start..whole])
+                            .count() as u64;
                     }
-                    let detail = format!("corrupt or truncated {} stream: {e}", if compression == Compression::Gzip { "gzip" } else { "zstd" });
+                    let detail = format!(
+                        "corrupt or truncated {} stream: {e}",
+                        if compression == Compression::Gzip {
+                            "gzip"
+                        } else {
+                            "zstd"
+                        }
+                    );
                     if opts.strict {
-                        return Err(Error::Corpus(format!("{}:{line}: {detail}", path.display())));
+                        return Err(Error::Corpus(format!(
+                            "{}:{line}: {detail}",
+                            path.display()
+                        )));
                     }
                     report.set_aside(index, path, line, SetAsideReason::CorruptStream, detail);
                     break;
@@ -371,7 +439,12 @@ pub(crate) fn read_batches(
                     continue; // one line longer than a batch: keep reading until it ends
                 };
                 let cut = unsearched + last_newline + 1;
-                batch.segments.push(Segment { file: index, layout, first_line: line, range: segment_start..cut });
+                batch.segments.push(Segment {
+                    file: index,
+                    layout,
+                    first_line: line,
+                    range: segment_start..cut,
+                });
                 line += memchr::memchr_iter(b'\n', &batch.data[segment_start..cut]).count() as u64;
                 let mut next = Batch::empty();
                 next.data.extend_from_slice(&batch.data[cut..]);
@@ -412,7 +485,15 @@ pub(crate) fn for_each_document(
         // is re-checked line by line to find and repair the bad lines.
         if let Ok(text) = std::str::from_utf8(bytes) {
             for line in text.split_inclusive('\n') {
-                use_line(Cow::Borrowed(line), segment, path, line_no, opts, report, &mut on_document)?;
+                use_line(
+                    Cow::Borrowed(line),
+                    segment,
+                    path,
+                    line_no,
+                    opts,
+                    report,
+                    &mut on_document,
+                )?;
                 line_no += 1;
             }
             continue;
@@ -421,7 +502,10 @@ pub(crate) fn for_each_document(
             let line = match std::str::from_utf8(raw) {
                 Ok(line) => Cow::Borrowed(line),
                 Err(_) if opts.strict => {
-                    return Err(Error::Corpus(format!("{}:{line_no}: invalid UTF-8 (strict mode)", path.display())));
+                    return Err(Error::Corpus(format!(
+                        "{}:{line_no}: invalid UTF-8 (strict mode)",
+                        path.display()
+                    )));
                 }
                 Err(_) => {
                     report.report.invalid_utf8_documents += 1;
@@ -459,9 +543,10 @@ fn use_line(
                 report.report.bytes += document.len() as u64;
                 on_document(&document)
             }
-            Err((reason, detail)) if opts.strict => {
-                Err(Error::Corpus(format!("{}:{line_no}: {reason}: {detail}", path.display())))
-            }
+            Err((reason, detail)) if opts.strict => Err(Error::Corpus(format!(
+                "{}:{line_no}: {reason}: {detail}",
+                path.display()
+            ))),
             Err((reason, detail)) => {
                 report.set_aside(segment.file, path, line_no, reason, detail);
                 Ok(())
@@ -472,7 +557,10 @@ fn use_line(
 
 /// Pulls one string field out of a JSON object without building the rest of the record
 /// (other fields are skipped unparsed into values). Borrows the text when it has no escapes.
-fn extract_text_field<'a>(line: &'a str, field: &str) -> std::result::Result<Cow<'a, str>, (SetAsideReason, String)> {
+fn extract_text_field<'a>(
+    line: &'a str,
+    field: &str,
+) -> std::result::Result<Cow<'a, str>, (SetAsideReason, String)> {
     let mut de = serde_json::Deserializer::from_str(line);
     let found = de
         .deserialize_map(RecordVisitor { field })
@@ -480,8 +568,14 @@ fn extract_text_field<'a>(line: &'a str, field: &str) -> std::result::Result<Cow
         .map_err(|e| (SetAsideReason::MalformedJson, e.to_string()))?;
     match found {
         Some(FieldValue::Text(text)) => Ok(text),
-        Some(FieldValue::Other(kind)) => Err((SetAsideReason::NonStringTextField, format!("field {field:?} is {kind}, not a string"))),
-        None => Err((SetAsideReason::MissingTextField, format!("no field {field:?}"))),
+        Some(FieldValue::Other(kind)) => Err((
+            SetAsideReason::NonStringTextField,
+            format!("field {field:?} is {kind}, not a string"),
+        )),
+        None => Err((
+            SetAsideReason::MissingTextField,
+            format!("no field {field:?}"),
+        )),
     }
 }
 
@@ -502,7 +596,10 @@ impl<'de> Visitor<'de> for RecordVisitor<'_> {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> std::result::Result<Self::Value, M::Error> {
+    fn visit_map<M: MapAccess<'de>>(
+        self,
+        mut map: M,
+    ) -> std::result::Result<Self::Value, M::Error> {
         let mut found = None;
         while let Some(is_field) = map.next_key_seed(KeyIs(self.field))? {
             if is_field {
@@ -540,7 +637,10 @@ struct FieldValueSeed;
 
 impl<'de> DeserializeSeed<'de> for FieldValueSeed {
     type Value = FieldValue<'de>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -574,11 +674,17 @@ impl<'de> Visitor<'de> for FieldValueSeed {
     fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
         Ok(FieldValue::Other("a number"))
     }
-    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> std::result::Result<Self::Value, S::Error> {
+    fn visit_seq<S: SeqAccess<'de>>(
+        self,
+        mut seq: S,
+    ) -> std::result::Result<Self::Value, S::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(FieldValue::Other("an array"))
     }
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> std::result::Result<Self::Value, M::Error> {
+    fn visit_map<M: MapAccess<'de>>(
+        self,
+        mut map: M,
+    ) -> std::result::Result<Self::Value, M::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(FieldValue::Other("an object"))
     }
@@ -595,7 +701,8 @@ pub(crate) mod test_files {
 
     impl TempDir {
         pub(crate) fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir().join(format!("tokpipe-corpus-{}-{name}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("tokpipe-corpus-{}-{name}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
@@ -636,10 +743,18 @@ mod tests {
         let mut report = ReportBuilder::default();
         let mut batches = Vec::new();
         let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
-        read_batches(paths, &next, opts, &indicatif::ProgressBar::hidden(), &stop, &mut report, |b| {
-            batches.push(b);
-            true
-        })?;
+        read_batches(
+            paths,
+            &next,
+            opts,
+            &indicatif::ProgressBar::hidden(),
+            &stop,
+            &mut report,
+            |b| {
+                batches.push(b);
+                true
+            },
+        )?;
         let mut docs = Vec::new();
         for batch in &batches {
             for_each_document(batch, paths, opts, &mut report, |d| {
@@ -655,7 +770,10 @@ mod tests {
     }
 
     fn strict() -> CorpusOptions {
-        CorpusOptions { strict: true, ..CorpusOptions::default() }
+        CorpusOptions {
+            strict: true,
+            ..CorpusOptions::default()
+        }
     }
 
     #[test]
@@ -665,9 +783,24 @@ mod tests {
         let empty = dir.file("empty.txt", b"");
         let b = dir.file("b.md", "unknown extensions are text\n".as_bytes());
         let (docs, report) = read(&[a, empty, b], &lenient()).unwrap();
-        assert_eq!(docs, ["first\n", "second\r\n", "\n", "last without newline", "unknown extensions are text\n"]);
-        assert_eq!((report.files, report.empty_files, report.documents), (3, 1, 5));
-        assert_eq!(report.bytes, docs.iter().map(|d| d.len() as u64).sum::<u64>());
+        assert_eq!(
+            docs,
+            [
+                "first\n",
+                "second\r\n",
+                "\n",
+                "last without newline",
+                "unknown extensions are text\n"
+            ]
+        );
+        assert_eq!(
+            (report.files, report.empty_files, report.documents),
+            (3, 1, 5)
+        );
+        assert_eq!(
+            report.bytes,
+            docs.iter().map(|d| d.len() as u64).sum::<u64>()
+        );
         assert_eq!(report.set_aside(), 0);
     }
 
@@ -676,11 +809,17 @@ mod tests {
         let dir = TempDir::new("utf8");
         let path = dir.file("bad.txt", b"good\nba\xffd\nalso \xc3 bad\nfine");
         let (docs, report) = read(std::slice::from_ref(&path), &lenient()).unwrap();
-        assert_eq!(docs, ["good\n", "ba\u{fffd}d\n", "also \u{fffd} bad\n", "fine"]);
+        assert_eq!(
+            docs,
+            ["good\n", "ba\u{fffd}d\n", "also \u{fffd} bad\n", "fine"]
+        );
         assert_eq!(report.invalid_utf8_documents, 2);
         let err = read(&[path], &strict()).unwrap_err();
         assert!(matches!(err, Error::Corpus(_)), "{err:?}");
-        assert!(err.to_string().contains("bad.txt:2: invalid UTF-8"), "{err}");
+        assert!(
+            err.to_string().contains("bad.txt:2: invalid UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -702,19 +841,47 @@ mod tests {
         let (docs, report) = read(std::slice::from_ref(&path), &lenient()).unwrap();
         assert_eq!(docs, ["plain", "esc\"aped\nline é", "last"]);
         assert_eq!(report.documents, 3);
-        assert_eq!((report.malformed_json, report.missing_text_field, report.non_string_text_field), (3, 1, 2));
-        let reasons: Vec<(u64, SetAsideReason)> = report.examples.iter().map(|e| (e.line, e.reason)).collect();
+        assert_eq!(
+            (
+                report.malformed_json,
+                report.missing_text_field,
+                report.non_string_text_field
+            ),
+            (3, 1, 2)
+        );
+        let reasons: Vec<(u64, SetAsideReason)> =
+            report.examples.iter().map(|e| (e.line, e.reason)).collect();
         use SetAsideReason::*;
-        assert_eq!(reasons, [(4, MalformedJson), (5, MissingTextField), (6, NonStringTextField), (7, NonStringTextField), (8, MalformedJson), (9, MalformedJson)]);
-        assert!(report.examples[2].detail.contains("null"), "{:?}", report.examples[2]);
+        assert_eq!(
+            reasons,
+            [
+                (4, MalformedJson),
+                (5, MissingTextField),
+                (6, NonStringTextField),
+                (7, NonStringTextField),
+                (8, MalformedJson),
+                (9, MalformedJson)
+            ]
+        );
+        assert!(
+            report.examples[2].detail.contains("null"),
+            "{:?}",
+            report.examples[2]
+        );
         assert_eq!(report.examples[0].path, path);
 
         let err = read(std::slice::from_ref(&path), &strict()).unwrap_err();
-        assert!(err.to_string().contains("docs.jsonl:4: malformed_json"), "{err}");
+        assert!(
+            err.to_string().contains("docs.jsonl:4: malformed_json"),
+            "{err}"
+        );
 
         // Another text field, and `.json` is read as JSON lines too.
         let other = dir.file("x.json", br#"{"content": "c", "text": "t"}"#);
-        let opts = CorpusOptions { text_field: "content".into(), ..lenient() };
+        let opts = CorpusOptions {
+            text_field: "content".into(),
+            ..lenient()
+        };
         assert_eq!(read(&[other], &opts).unwrap().0, ["c"]);
     }
 
@@ -736,40 +903,65 @@ mod tests {
     #[test]
     fn truncated_streams_end_their_file_and_are_counted() {
         let dir = TempDir::new("truncated");
-        let text: String = (0..20_000).map(|i| format!("{{\"text\": \"line {i}\"}}\n")).collect();
+        let text: String = (0..20_000)
+            .map(|i| format!("{{\"text\": \"line {i}\"}}\n"))
+            .collect();
         let gz = gzip(text.as_bytes());
         let zst = zstd(text.as_bytes());
         let paths = [
             dir.file("cut.jsonl.gz", &gz[..gz.len() / 2]),
             dir.file("cut.jsonl.zst", &zst[..zst.len() / 2]),
-            dir.file("garbage.jsonl.gz", b"\x1f\x8b\x08\x00 definitely not deflate data"),
+            dir.file(
+                "garbage.jsonl.gz",
+                b"\x1f\x8b\x08\x00 definitely not deflate data",
+            ),
             dir.file("after.txt", b"still read\n"),
         ];
         let (docs, report) = read(&paths, &lenient()).unwrap();
         assert_eq!(report.corrupt_streams, 3);
         assert_eq!(docs.last().unwrap(), "still read\n");
         // Whole lines before each cut are kept, in order, and nothing after it.
-        let leading_lines = |docs: &[String]| docs.iter().enumerate().take_while(|(i, d)| **d == format!("line {i}")).count();
+        let leading_lines = |docs: &[String]| {
+            docs.iter()
+                .enumerate()
+                .take_while(|(i, d)| **d == format!("line {i}"))
+                .count()
+        };
         let from_gz = leading_lines(&docs);
         let from_zst = leading_lines(&docs[from_gz..]);
         assert!(from_gz > 1000 && from_gz < 20_000, "{from_gz}");
         assert!(from_zst > 1000 && from_zst < 20_000, "{from_zst}");
         assert_eq!(from_gz + from_zst + 1, docs.len());
         let cut = &report.examples[0];
-        assert_eq!((cut.reason, cut.line), (SetAsideReason::CorruptStream, from_gz as u64 + 1));
-        assert_eq!(report.malformed_json, 0, "a partial last line is not parsed");
+        assert_eq!(
+            (cut.reason, cut.line),
+            (SetAsideReason::CorruptStream, from_gz as u64 + 1)
+        );
+        assert_eq!(
+            report.malformed_json, 0,
+            "a partial last line is not parsed"
+        );
 
         let err = read(&paths[1..2], &strict()).unwrap_err();
-        assert!(err.to_string().contains("cut.jsonl.zst:") && err.to_string().contains("zstd"), "{err}");
+        assert!(
+            err.to_string().contains("cut.jsonl.zst:") && err.to_string().contains("zstd"),
+            "{err}"
+        );
     }
 
     #[test]
     fn missing_paths_and_directories_are_io_errors_naming_them() {
         let dir = TempDir::new("missing");
         let err = read(&[dir.0.join("nope.txt")], &lenient()).unwrap_err();
-        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("nope.txt"), "{err}");
+        assert!(
+            matches!(err, Error::Io { .. }) && err.to_string().contains("nope.txt"),
+            "{err}"
+        );
         let err = read(std::slice::from_ref(&dir.0), &lenient()).unwrap_err();
-        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("directory"), "{err}");
+        assert!(
+            matches!(err, Error::Io { .. }) && err.to_string().contains("directory"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -790,16 +982,29 @@ mod tests {
         assert_eq!(docs[short_lines].len(), 2 * BATCH_BYTES + 8);
         assert_eq!(report.invalid_utf8_documents, 1);
         let err = read(&[path], &strict()).unwrap_err();
-        assert!(err.to_string().contains(&format!("big.txt:{}:", short_lines + 2)), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("big.txt:{}:", short_lines + 2)),
+            "{err}"
+        );
     }
 
     #[test]
     fn many_small_files_share_batches() {
         let dir = TempDir::new("small");
-        let paths: Vec<PathBuf> = (0..500).map(|i| dir.file(&format!("{i}.txt"), format!("doc {i}\nsecond line").as_bytes())).collect();
+        let paths: Vec<PathBuf> = (0..500)
+            .map(|i| {
+                dir.file(
+                    &format!("{i}.txt"),
+                    format!("doc {i}\nsecond line").as_bytes(),
+                )
+            })
+            .collect();
         let (docs, report) = read(&paths, &lenient()).unwrap();
         assert_eq!(report.documents, 1000);
-        let want: Vec<String> = (0..500).flat_map(|i| [format!("doc {i}\n"), "second line".to_string()]).collect();
+        let want: Vec<String> = (0..500)
+            .flat_map(|i| [format!("doc {i}\n"), "second line".to_string()])
+            .collect();
         assert_eq!(docs, want);
     }
 }

@@ -33,10 +33,16 @@ pub enum Error {
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn format(path: impl std::fmt::Display, message: impl Into<String>) -> Self {
-        Error::Format { path: path.to_string(), message: message.into() }
+        Error::Format {
+            path: path.to_string(),
+            message: message.into(),
+        }
     }
 }

@@ -6,8 +6,8 @@ use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::{byte_level, PreTokenizer};
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
-use std::ops::ControlFlow;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::ops::ControlFlow;
 
 /// Which special tokens `encode` turns into their ids. Anything not allowed is encoded as the
 /// ordinary text it is, as tiktoken's `encode_ordinary` does.
@@ -43,7 +43,11 @@ pub struct AddedToken {
 
 impl AddedToken {
     pub fn special(content: impl Into<String>, id: u32) -> Self {
-        AddedToken { content: content.into(), id, special: true }
+        AddedToken {
+            content: content.into(),
+            id,
+            special: true,
+        }
     }
 }
 
@@ -73,21 +77,29 @@ impl Tokenizer {
         for (i, t) in added.iter().enumerate() {
             let (tok, id) = (&t.content, t.id);
             if tok.is_empty() {
-                return Err(Error::InvalidArgument("a special token cannot be empty".into()));
+                return Err(Error::InvalidArgument(
+                    "a special token cannot be empty".into(),
+                ));
             }
             // HF keeps one string -> id map, so a special token whose text is the byte-level
             // spelling of an ordinary token is that token (HF's trainer makes these when a
             // special token spells a byte or a merge). Any other clash is a broken vocabulary.
             if let Some(bytes) = model.token_bytes(id) {
                 if byte_level::encode(bytes) != *tok {
-                    return Err(Error::InvalidArgument(format!("special token {tok:?} has id {id}, which an ordinary token already has")));
+                    return Err(Error::InvalidArgument(format!(
+                        "special token {tok:?} has id {id}, which an ordinary token already has"
+                    )));
                 }
             }
             if added_ids.insert(tok.clone(), id).is_some() {
-                return Err(Error::InvalidArgument(format!("special token {tok:?} is given twice")));
+                return Err(Error::InvalidArgument(format!(
+                    "special token {tok:?} is given twice"
+                )));
             }
             if added_by_id.insert(id, i).is_some() {
-                return Err(Error::InvalidArgument(format!("two special tokens share id {id}")));
+                return Err(Error::InvalidArgument(format!(
+                    "two special tokens share id {id}"
+                )));
             }
         }
         let added_matcher = if added.is_empty() {
@@ -147,13 +159,22 @@ impl Tokenizer {
 
     /// One past the largest id, ordinary or special (tiktoken's `n_vocab`).
     pub fn vocab_size(&self) -> usize {
-        let max_added = self.added.iter().map(|t| t.id as usize + 1).max().unwrap_or(0);
+        let max_added = self
+            .added
+            .iter()
+            .map(|t| t.id as usize + 1)
+            .max()
+            .unwrap_or(0);
         self.model.id_bound().max(max_added)
     }
 
     /// Bytes of a token, ordinary or added.
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
-        self.model.token_bytes(id).or_else(|| self.added_by_id.get(&id).map(|&i| self.added[i].content.as_bytes()))
+        self.model.token_bytes(id).or_else(|| {
+            self.added_by_id
+                .get(&id)
+                .map(|&i| self.added[i].content.as_bytes())
+        })
     }
 
     /// Id of a token given its bytes, ordinary or added.
@@ -176,7 +197,12 @@ impl Tokenizer {
         Ok(out)
     }
 
-    pub fn encode_into(&self, text: &str, allowed: &AllowedSpecial, out: &mut Vec<u32>) -> Result<()> {
+    pub fn encode_into(
+        &self,
+        text: &str,
+        allowed: &AllowedSpecial,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
         let normalized;
         let text = match self.normalizer {
             Some(n) => {
@@ -213,14 +239,22 @@ impl Tokenizer {
         // HF puts the prefix space before each stretch of text between added tokens.
         if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
             let prefixed = format!(" {text}");
-            return self.pre.split(&prefixed, |piece| self.model.encode_piece(piece.as_bytes(), out));
+            return self.pre.split(&prefixed, |piece| {
+                self.model.encode_piece(piece.as_bytes(), out)
+            });
         }
-        self.pre.split(text, |piece| self.model.encode_piece(piece.as_bytes(), out))
+        self.pre
+            .split(text, |piece| self.model.encode_piece(piece.as_bytes(), out))
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (all cores when `None`). The
     /// output is the same whatever the thread count.
-    pub fn encode_batch(&self, texts: &[&str], allowed: &AllowedSpecial, num_threads: Option<usize>) -> Result<Vec<Vec<u32>>> {
+    pub fn encode_batch(
+        &self,
+        texts: &[&str],
+        allowed: &AllowedSpecial,
+        num_threads: Option<usize>,
+    ) -> Result<Vec<Vec<u32>>> {
         let pool = thread_pool(num_threads)?;
         self.encode_in(pool.as_ref(), texts, allowed)
     }
@@ -244,7 +278,9 @@ impl Tokenizer {
         let pool = thread_pool(num_threads)?;
         let encode = |chunk: &[&str]| self.encode_in(pool.as_ref(), chunk, allowed);
         let mut chunks = chunks_by_bytes(texts, chunk_bytes);
-        let Some(first) = chunks.next() else { return Ok(()) };
+        let Some(first) = chunks.next() else {
+            return Ok(());
+        };
         let mut ready = encode(first)?;
         for next in chunks {
             let (encoded, flow) = std::thread::scope(|scope| {
@@ -261,8 +297,18 @@ impl Tokenizer {
         Ok(())
     }
 
-    fn encode_in(&self, pool: Option<&rayon::ThreadPool>, texts: &[&str], allowed: &AllowedSpecial) -> Result<Vec<Vec<u32>>> {
-        let work = || texts.par_iter().map(|t| self.encode(t, allowed)).collect::<Result<Vec<_>>>();
+    fn encode_in(
+        &self,
+        pool: Option<&rayon::ThreadPool>,
+        texts: &[&str],
+        allowed: &AllowedSpecial,
+    ) -> Result<Vec<Vec<u32>>> {
+        let work = || {
+            texts
+                .par_iter()
+                .map(|t| self.encode(t, allowed))
+                .collect::<Result<Vec<_>>>()
+        };
         match pool {
             Some(pool) => pool.install(work),
             None => work(),
@@ -275,7 +321,12 @@ impl Tokenizer {
         for &id in ids {
             match self.token_bytes(id) {
                 Some(b) => out.extend_from_slice(b),
-                None => return Err(Error::InvalidArgument(format!("token id {id} is not in the vocabulary (size {})", self.vocab_size()))),
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "token id {id} is not in the vocabulary (size {})",
+                        self.vocab_size()
+                    )))
+                }
             }
         }
         Ok(out)
@@ -304,7 +355,10 @@ fn thread_pool(num_threads: Option<usize>) -> Result<Option<rayon::ThreadPool>> 
 }
 
 /// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
-fn chunks_by_bytes<'a, 't>(texts: &'a [&'t str], chunk_bytes: usize) -> impl Iterator<Item = &'a [&'t str]> {
+fn chunks_by_bytes<'a, 't>(
+    texts: &'a [&'t str],
+    chunk_bytes: usize,
+) -> impl Iterator<Item = &'a [&'t str]> {
     let mut rest = texts;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -332,24 +386,47 @@ mod tests {
     /// Bytes plus a few merges, enough for multi-token pieces.
     fn tokenizer() -> Tokenizer {
         let mut vocab: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
-        for (i, t) in ["th", "the", " the", "in", "ing", " a", "er"].iter().enumerate() {
+        for (i, t) in ["th", "the", " the", "in", "ing", " a", "er"]
+            .iter()
+            .enumerate()
+        {
             vocab.push((t.as_bytes().to_vec(), 256 + i as u32));
         }
-        Tokenizer::new(PreTokenizer::new("gpt2").unwrap(), BpeModel::from_ranks(vocab, "test").unwrap(), vec![]).unwrap()
+        Tokenizer::new(
+            PreTokenizer::new("gpt2").unwrap(),
+            BpeModel::from_ranks(vocab, "test").unwrap(),
+            vec![],
+        )
+        .unwrap()
     }
 
     #[test]
     fn chunked_batches_give_the_ids_of_the_whole_batch_in_order() {
         let tok = tokenizer();
-        let owned: Vec<String> = (0..500).map(|i| "the thing a ringer ".repeat(i % 37) + &i.to_string()).collect();
+        let owned: Vec<String> = (0..500)
+            .map(|i| "the thing a ringer ".repeat(i % 37) + &i.to_string())
+            .collect();
         let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
-        let whole = tok.encode_batch(&texts, &AllowedSpecial::None, Some(1)).unwrap();
-        for (threads, chunk_bytes) in [(None, 1), (Some(1), 100), (Some(2), 1000), (Some(3), 1 << 30)] {
+        let whole = tok
+            .encode_batch(&texts, &AllowedSpecial::None, Some(1))
+            .unwrap();
+        for (threads, chunk_bytes) in [
+            (None, 1),
+            (Some(1), 100),
+            (Some(2), 1000),
+            (Some(3), 1 << 30),
+        ] {
             let mut got = Vec::new();
-            tok.encode_batch_chunked(&texts, &AllowedSpecial::None, threads, chunk_bytes, |chunk| {
-                got.extend(chunk);
-                ControlFlow::Continue(())
-            })
+            tok.encode_batch_chunked(
+                &texts,
+                &AllowedSpecial::None,
+                threads,
+                chunk_bytes,
+                |chunk| {
+                    got.extend(chunk);
+                    ControlFlow::Continue(())
+                },
+            )
             .unwrap();
             assert_eq!(got, whole, "threads {threads:?}, chunk {chunk_bytes}");
         }
@@ -362,6 +439,9 @@ mod tests {
         .unwrap();
         assert_eq!(calls, 1);
         // An empty batch hands nothing over.
-        tok.encode_batch_chunked(&[], &AllowedSpecial::None, None, 100, |_| panic!("no chunk expected")).unwrap();
+        tok.encode_batch_chunked(&[], &AllowedSpecial::None, None, 100, |_| {
+            panic!("no chunk expected")
+        })
+        .unwrap();
     }
 }

@@ -10,7 +10,10 @@ use tokpipe_core::Error;
 
 fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
     match py.import("tokpipe.errors").and_then(|m| m.getattr(class)) {
-        Ok(cls) => PyErr::from_value(cls.call1((message,)).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())),
+        Ok(cls) => PyErr::from_value(
+            cls.call1((message,))
+                .unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any()),
+        ),
         Err(_) => PyRuntimeError::new_err(message),
     }
 }

@@ -19,12 +19,17 @@ pub struct IdObjects {
 
 impl IdObjects {
     pub fn new(size: usize) -> Self {
-        IdObjects { size, table: PyOnceLock::new() }
+        IdObjects {
+            size,
+            table: PyOnceLock::new(),
+        }
     }
 
     fn table(&self, py: Python<'_>) -> PyResult<&[Py<PyAny>]> {
         let table = self.table.get_or_try_init(py, || {
-            (0..self.size as u32).map(|id| Ok(id.into_pyobject(py)?.into_any().unbind())).collect::<PyResult<Box<[_]>>>()
+            (0..self.size as u32)
+                .map(|id| Ok(id.into_pyobject(py)?.into_any().unbind()))
+                .collect::<PyResult<Box<[_]>>>()
         })?;
         Ok(table)
     }
@@ -43,7 +48,11 @@ impl IdObjects {
 
 /// A list of exactly `len` items filled in place (`PyList::new` goes through a generic
 /// iterator protocol with per-item checks this loop does not need).
-pub fn new_list<'py>(py: Python<'py>, len: usize, items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Bound<'py, PyList>> {
+pub fn new_list<'py>(
+    py: Python<'py>,
+    len: usize,
+    items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+) -> PyResult<Bound<'py, PyList>> {
     // SAFETY: PyList_New(len) gives a list whose `len` slots are NULL; each slot is set once
     // with a reference we own (`into_ptr`), and the list is owned by `Bound` before anything
     // can fail, so an error drops it with the slots set so far (NULL slots are allowed there).

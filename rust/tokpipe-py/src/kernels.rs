@@ -25,7 +25,8 @@ fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
 /// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
 fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
     // SAFETY: i32 and i64 have no invalid bit patterns; align_to only yields whole, aligned items.
-    let misaligned = || PyValueError::new_err("the offsets buffer is not aligned for its integer type");
+    let misaligned =
+        || PyValueError::new_err("the offsets buffer is not aligned for its integer type");
     if wide {
         let (head, offsets, tail) = unsafe { bytes.align_to::<i64>() };
         if !head.is_empty() || !tail.is_empty() {
@@ -54,7 +55,8 @@ pub fn exact_dedup_keys<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
     let keys = py.detach(|| -> PyResult<Vec<[u8; 16]>> {
-        let column = StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column =
+            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
         Ok(exact_keys(&column, lowercase, collapse_whitespace))
     })?;
     Ok(PyBytes::new(py, keys.as_flattened()))

@@ -2,15 +2,15 @@
 
 use crate::errors::IntoPyResult;
 use crate::ids::{self, IdObjects};
-use std::ops::ControlFlow;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use tokpipe_core::formats::{gpt2, hf_json, tiktoken};
-use tokpipe_core::pre_tokenizers::PreTokenizer;
 use tokpipe_core::pre_tokenizers::byte_level;
+use tokpipe_core::pre_tokenizers::PreTokenizer;
 use tokpipe_core::tokenizer::{AddedToken, AllowedSpecial};
 
 // Inputs at or above this size are encoded with the GIL released; below it the release and
@@ -36,7 +36,9 @@ impl PyTokenizer {
 
 /// `"all"`, or any iterable of special-token strings.
 fn parse_allowed_special(value: Option<&Bound<'_, PyAny>>) -> PyResult<AllowedSpecial> {
-    let Some(value) = value else { return Ok(AllowedSpecial::None) };
+    let Some(value) = value else {
+        return Ok(AllowedSpecial::None);
+    };
     if let Ok(s) = value.cast::<PyString>() {
         return match s.to_str()? {
             "all" => Ok(AllowedSpecial::All),
@@ -49,11 +51,18 @@ fn parse_allowed_special(value: Option<&Bound<'_, PyAny>>) -> PyResult<AllowedSp
     for item in value.try_iter()? {
         set.insert(item?.extract::<String>()?);
     }
-    Ok(if set.is_empty() { AllowedSpecial::None } else { AllowedSpecial::Some(set) })
+    Ok(if set.is_empty() {
+        AllowedSpecial::None
+    } else {
+        AllowedSpecial::Some(set)
+    })
 }
 
 fn specials_from(pairs: Vec<(String, u32)>) -> Vec<AddedToken> {
-    pairs.into_iter().map(|(t, id)| AddedToken::special(t, id)).collect()
+    pairs
+        .into_iter()
+        .map(|(t, id)| AddedToken::special(t, id))
+        .collect()
 }
 
 #[pymethods]
@@ -66,7 +75,9 @@ impl PyTokenizer {
 
     #[staticmethod]
     fn from_json(py: Python<'_>, json: &str) -> PyResult<Self> {
-        let inner = py.detach(|| hf_json::from_slice(json.as_bytes(), "<tokenizer json>")).py()?;
+        let inner = py
+            .detach(|| hf_json::from_slice(json.as_bytes(), "<tokenizer json>"))
+            .py()?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -74,14 +85,22 @@ impl PyTokenizer {
     /// encodings (told by pattern and size), none otherwise.
     #[staticmethod]
     #[pyo3(signature = (path, pattern, special_tokens=None))]
-    fn from_tiktoken(py: Python<'_>, path: PathBuf, pattern: &str, special_tokens: Option<Vec<(String, u32)>>) -> PyResult<Self> {
+    fn from_tiktoken(
+        py: Python<'_>,
+        path: PathBuf,
+        pattern: &str,
+        special_tokens: Option<Vec<(String, u32)>>,
+    ) -> PyResult<Self> {
         let inner = py
             .detach(|| {
                 let model = tiktoken::load(&path)?;
                 let pre = PreTokenizer::new(pattern)?;
                 let specials = match special_tokens {
                     Some(given) => specials_from(given),
-                    None => pre.preset().map(|p| tiktoken::openai_special_tokens(p, model.len())).unwrap_or_default(),
+                    None => pre
+                        .preset()
+                        .map(|p| tiktoken::openai_special_tokens(p, model.len()))
+                        .unwrap_or_default(),
                 };
                 tokpipe_core::Tokenizer::new(pre, model, specials)
             })
@@ -90,7 +109,12 @@ impl PyTokenizer {
     }
 
     #[staticmethod]
-    fn from_gpt2(py: Python<'_>, encoder_json: PathBuf, vocab_bpe: PathBuf, special_tokens: Vec<String>) -> PyResult<Self> {
+    fn from_gpt2(
+        py: Python<'_>,
+        encoder_json: PathBuf,
+        vocab_bpe: PathBuf,
+        special_tokens: Vec<String>,
+    ) -> PyResult<Self> {
         let inner = py
             .detach(|| {
                 let (model, specials) = gpt2::load(&encoder_json, &vocab_bpe, &special_tokens)?;
@@ -101,7 +125,12 @@ impl PyTokenizer {
     }
 
     #[pyo3(signature = (text, allowed_special=None))]
-    fn encode<'py>(&self, py: Python<'py>, text: PyBackedStr, allowed_special: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
         let ids = if text.len() < DETACH_BYTES {
             self.inner.encode(&text, &allowed)
@@ -126,26 +155,36 @@ impl PyTokenizer {
         let mut failed: Option<PyErr> = None;
         py.detach(|| {
             let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-            self.inner.encode_batch_chunked(&refs, &allowed, num_threads, BATCH_CHUNK_BYTES, |chunk| {
-                Python::attach(|py| {
-                    for ids in &chunk {
-                        match self.ids.list(py, ids) {
-                            Ok(list) => lists.push(list.into_any().unbind()),
-                            Err(e) => {
-                                failed = Some(e);
-                                return ControlFlow::Break(());
+            self.inner.encode_batch_chunked(
+                &refs,
+                &allowed,
+                num_threads,
+                BATCH_CHUNK_BYTES,
+                |chunk| {
+                    Python::attach(|py| {
+                        for ids in &chunk {
+                            match self.ids.list(py, ids) {
+                                Ok(list) => lists.push(list.into_any().unbind()),
+                                Err(e) => {
+                                    failed = Some(e);
+                                    return ControlFlow::Break(());
+                                }
                             }
                         }
-                    }
-                    ControlFlow::Continue(())
-                })
-            })
+                        ControlFlow::Continue(())
+                    })
+                },
+            )
         })
         .py()?;
         if let Some(e) = failed {
             return Err(e);
         }
-        ids::new_list(py, lists.len(), lists.into_iter().map(|l| Ok(l.into_bound(py))))
+        ids::new_list(
+            py,
+            lists.len(),
+            lists.into_iter().map(|l| Ok(l.into_bound(py))),
+        )
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
@@ -167,7 +206,12 @@ impl PyTokenizer {
 
     /// Inverse of `id_to_token`.
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        if let Some(t) = self.inner.added_tokens().iter().find(|t| t.content == token) {
+        if let Some(t) = self
+            .inner
+            .added_tokens()
+            .iter()
+            .find(|t| t.content == token)
+        {
             return Some(t.id);
         }
         byte_level::decode(token).and_then(|b| self.inner.model().token_id(&b))
@@ -194,7 +238,11 @@ impl PyTokenizer {
     /// `[(content, id, special)]` in id order.
     #[getter]
     fn added_tokens(&self) -> Vec<(String, u32, bool)> {
-        self.inner.added_tokens().iter().map(|t| (t.content.clone(), t.id, t.special)).collect()
+        self.inner
+            .added_tokens()
+            .iter()
+            .map(|t| (t.content.clone(), t.id, t.special))
+            .collect()
     }
 
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {

@@ -25,8 +25,13 @@ const TRAINED: &str = "this trainer has already trained; make a new one";
 
 impl PyBpeTrainer {
     fn with<T>(&self, f: impl FnOnce(&mut BpeTrainer) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the trainer failed in an earlier call"))?;
-        f(guard.as_mut().ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
+        let mut guard = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("the trainer failed in an earlier call"))?;
+        f(guard
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
     }
 }
 
@@ -42,9 +47,17 @@ impl PyBpeTrainer {
         show_progress: bool,
         pattern: &str,
     ) -> PyResult<Self> {
-        let config = BpeTrainerConfig { vocab_size, min_frequency, special_tokens, max_token_length, show_progress };
+        let config = BpeTrainerConfig {
+            vocab_size,
+            min_frequency,
+            special_tokens,
+            max_token_length,
+            show_progress,
+        };
         let trainer = BpeTrainer::new(config, PreTokenizer::new(pattern).py()?).py()?;
-        Ok(PyBpeTrainer { inner: Mutex::new(Some(trainer)) })
+        Ok(PyBpeTrainer {
+            inner: Mutex::new(Some(trainer)),
+        })
     }
 
     fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
@@ -58,14 +71,25 @@ impl PyBpeTrainer {
     }
 
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
-    fn feed_files<'py>(&self, py: Python<'py>, paths: Vec<PathBuf>, strict: bool, text_field: String) -> PyResult<Bound<'py, PyDict>> {
+    fn feed_files<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<PathBuf>,
+        strict: bool,
+        text_field: String,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let opts = CorpusOptions { strict, text_field };
         let report = self.with(|trainer| py.detach(|| trainer.feed_files(&paths, &opts)).py())?;
         report_dict(py, &report)
     }
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
-        let trainer = self.inner.lock().ok().and_then(|mut g| g.take()).ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
+        let trainer = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|mut g| g.take())
+            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
         let inner = py.detach(|| trainer.train_tokenizer()).py()?;
         Ok(PyTokenizer::new(inner))
     }
@@ -87,8 +111,17 @@ fn report_dict<'py>(py: Python<'py>, report: &CorpusReport) -> PyResult<Bound<'p
         }
     }
     d.set_item("set_aside", set_aside)?;
-    let examples: Vec<(String, u64, String)> =
-        report.examples.iter().map(|e| (e.path.display().to_string(), e.line, format!("{}: {}", e.reason, e.detail))).collect();
+    let examples: Vec<(String, u64, String)> = report
+        .examples
+        .iter()
+        .map(|e| {
+            (
+                e.path.display().to_string(),
+                e.line,
+                format!("{}: {}", e.reason, e.detail),
+            )
+        })
+        .collect();
     d.set_item("examples", examples)?;
     Ok(d)
 }

@@ -11,11 +11,19 @@ use std::path::Path;
 
 /// Loads the model; entries of `encoder.json` named in `special_tokens` (GPT-2's
 /// `<|endoftext|>`) are returned apart as special tokens.
-pub fn load(encoder_json: &Path, vocab_bpe: &Path, special_tokens: &[String]) -> Result<(BpeModel, Vec<AddedToken>)> {
+pub fn load(
+    encoder_json: &Path,
+    vocab_bpe: &Path,
+    special_tokens: &[String],
+) -> Result<(BpeModel, Vec<AddedToken>)> {
     let enc_name = encoder_json.display().to_string();
     let raw = read_maybe_gzip(encoder_json)?;
-    let encoder: HashMap<String, u32> =
-        serde_json::from_slice(&raw).map_err(|e| Error::format(&enc_name, format!("invalid JSON object of token -> id: {e}")))?;
+    let encoder: HashMap<String, u32> = serde_json::from_slice(&raw).map_err(|e| {
+        Error::format(
+            &enc_name,
+            format!("invalid JSON object of token -> id: {e}"),
+        )
+    })?;
     let mut vocab = Vec::with_capacity(encoder.len());
     let mut specials = Vec::new();
     let mut ids: HashMap<&str, u32> = HashMap::with_capacity(encoder.len());
@@ -25,33 +33,58 @@ pub fn load(encoder_json: &Path, vocab_bpe: &Path, special_tokens: &[String]) ->
             specials.push(AddedToken::special(token.clone(), id));
             continue;
         }
-        let bytes = byte_level::decode(token)
-            .ok_or_else(|| Error::format(&enc_name, format!("token {token:?} is not byte-level text")))?;
+        let bytes = byte_level::decode(token).ok_or_else(|| {
+            Error::format(&enc_name, format!("token {token:?} is not byte-level text"))
+        })?;
         vocab.push((bytes, id));
     }
     let merges_name = vocab_bpe.display().to_string();
     let raw = read_maybe_gzip(vocab_bpe)?;
-    let text = std::str::from_utf8(&raw).map_err(|e| Error::format(&merges_name, format!("not UTF-8 text ({e})")))?;
+    let text = std::str::from_utf8(&raw)
+        .map_err(|e| Error::format(&merges_name, format!("not UTF-8 text ({e})")))?;
     let merges = parse_merge_lines(text, &ids, &merges_name)?;
-    Ok((BpeModel::from_merges(vocab, merges, false, &enc_name)?, specials))
+    Ok((
+        BpeModel::from_merges(vocab, merges, false, &enc_name)?,
+        specials,
+    ))
 }
 
 /// Parses `left right` lines (skipping a leading `#version` line and blank lines) into id pairs.
-pub(crate) fn parse_merge_lines(text: &str, ids: &HashMap<&str, u32>, source: &str) -> Result<Vec<(u32, u32)>> {
+pub(crate) fn parse_merge_lines(
+    text: &str,
+    ids: &HashMap<&str, u32>,
+    source: &str,
+) -> Result<Vec<(u32, u32)>> {
     let mut merges = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if (n == 0 && line.starts_with("#version")) || line.trim().is_empty() {
             continue;
         }
-        let (l, r) = line
-            .split_once(' ')
-            .ok_or_else(|| Error::format(source, format!("line {}: expected `left right`: {:?}", n + 1, super::tiktoken::truncate(line))))?;
+        let (l, r) = line.split_once(' ').ok_or_else(|| {
+            Error::format(
+                source,
+                format!(
+                    "line {}: expected `left right`: {:?}",
+                    n + 1,
+                    super::tiktoken::truncate(line)
+                ),
+            )
+        })?;
         merges.push(pair_ids(l, r, ids, source)?);
     }
     Ok(merges)
 }
 
-pub(crate) fn pair_ids(l: &str, r: &str, ids: &HashMap<&str, u32>, source: &str) -> Result<(u32, u32)> {
-    let get = |t: &str| ids.get(t).copied().ok_or_else(|| Error::format(source, format!("merge uses unknown token {t:?}")));
+pub(crate) fn pair_ids(
+    l: &str,
+    r: &str,
+    ids: &HashMap<&str, u32>,
+    source: &str,
+) -> Result<(u32, u32)> {
+    let get = |t: &str| {
+        ids.get(t)
+            .copied()
+            .ok_or_else(|| Error::format(source, format!("merge uses unknown token {t:?}")))
+    };
     Ok((get(l)?, get(r)?))
 }

@@ -25,47 +25,95 @@ pub fn load(path: &Path) -> Result<Tokenizer> {
 }
 
 pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
-    let root: Value = serde_json::from_slice(json).map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
+    let root: Value = serde_json::from_slice(json)
+        .map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
     let bad = |msg: String| Error::format(source, msg);
 
-    let model = root.get("model").filter(|m| m.is_object()).ok_or_else(|| bad("no `model` object".into()))?;
+    let model = root
+        .get("model")
+        .filter(|m| m.is_object())
+        .ok_or_else(|| bad("no `model` object".into()))?;
     let model_type = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
     if model_type != "BPE" {
-        return Err(bad(format!("model type {model_type:?} is not supported yet (only byte-level BPE)")));
+        return Err(bad(format!(
+            "model type {model_type:?} is not supported yet (only byte-level BPE)"
+        )));
     }
-    for field in ["continuing_subword_prefix", "end_of_word_suffix", "unk_token"] {
+    for field in [
+        "continuing_subword_prefix",
+        "end_of_word_suffix",
+        "unk_token",
+    ] {
         if model.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(bad(format!("model.{field} is set; byte-level BPE with it is not supported")));
+            return Err(bad(format!(
+                "model.{field} is set; byte-level BPE with it is not supported"
+            )));
         }
     }
     if model.get("byte_fallback").and_then(Value::as_bool) == Some(true) {
-        return Err(bad("model.byte_fallback is not supported (it is for non-byte-level BPE)".into()));
+        return Err(bad(
+            "model.byte_fallback is not supported (it is for non-byte-level BPE)".into(),
+        ));
     }
-    if model.get("dropout").and_then(Value::as_f64).is_some_and(|d| d > 0.0) {
-        return Err(bad("model.dropout > 0 is not supported (encoding would be random)".into()));
+    if model
+        .get("dropout")
+        .and_then(Value::as_f64)
+        .is_some_and(|d| d > 0.0)
+    {
+        return Err(bad(
+            "model.dropout > 0 is not supported (encoding would be random)".into(),
+        ));
     }
-    let ignore_merges = model.get("ignore_merges").and_then(Value::as_bool).unwrap_or(false);
+    let ignore_merges = model
+        .get("ignore_merges")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
 
     // Added tokens: matched as whole strings; their vocab entries are not byte-level text.
     let mut added = Vec::new();
-    for (i, t) in root.get("added_tokens").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let content = t.get("content").and_then(Value::as_str).ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
-        let id = t.get("id").and_then(Value::as_u64).ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
+    for (i, t) in root
+        .get("added_tokens")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let content = t
+            .get("content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
+        let id = t
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
         for flag in ["lstrip", "rstrip", "single_word"] {
             if t.get(flag).and_then(Value::as_bool) == Some(true) {
-                return Err(bad(format!("added token {content:?} sets {flag}, which is not supported yet")));
+                return Err(bad(format!(
+                    "added token {content:?} sets {flag}, which is not supported yet"
+                )));
             }
         }
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
-        added.push(AddedToken { content: content.to_string(), id: id as u32, special });
+        added.push(AddedToken {
+            content: content.to_string(),
+            id: id as u32,
+            special,
+        });
     }
     let added_text: HashMap<u32, &str> = added.iter().map(|t| (t.id, t.content.as_str())).collect();
 
-    let vocab_obj = model.get("vocab").and_then(Value::as_object).ok_or_else(|| bad("model.vocab is not an object".into()))?;
+    let vocab_obj = model
+        .get("vocab")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("model.vocab is not an object".into()))?;
     let mut vocab = Vec::with_capacity(vocab_obj.len());
     let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab_obj.len());
     for (token, id) in vocab_obj {
-        let id = id.as_u64().filter(|&id| id < u32::MAX as u64).ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))? as u32;
+        let id = id
+            .as_u64()
+            .filter(|&id| id < u32::MAX as u64)
+            .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?
+            as u32;
         ids.insert(token, id);
         // An added token's vocab entry is usually its raw text (spaces included, so not
         // byte-level). When it is the byte-level spelling of the same string it is also an
@@ -77,36 +125,63 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
                 continue;
             }
         }
-        let bytes = decoded.ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
+        let bytes =
+            decoded.ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
         vocab.push((bytes, id));
     }
 
-    let merges_val = model.get("merges").and_then(Value::as_array).ok_or_else(|| bad("model.merges is not a list".into()))?;
+    let merges_val = model
+        .get("merges")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("model.merges is not a list".into()))?;
     let mut merges = Vec::with_capacity(merges_val.len());
     for (n, m) in merges_val.iter().enumerate() {
         let (l, r) = match m {
-            Value::String(s) => s.split_once(' ').ok_or_else(|| bad(format!("merges[{n}] {s:?} is not `left right`")))?,
-            Value::Array(a) if a.len() == 2 && a.iter().all(Value::is_string) => {
-                (a[0].as_str().unwrap_or_default(), a[1].as_str().unwrap_or_default())
+            Value::String(s) => s
+                .split_once(' ')
+                .ok_or_else(|| bad(format!("merges[{n}] {s:?} is not `left right`")))?,
+            Value::Array(a) if a.len() == 2 && a.iter().all(Value::is_string) => (
+                a[0].as_str().unwrap_or_default(),
+                a[1].as_str().unwrap_or_default(),
+            ),
+            other => {
+                return Err(bad(format!(
+                    "merges[{n}] is neither a string nor a pair: {other}"
+                )))
             }
-            other => return Err(bad(format!("merges[{n}] is neither a string nor a pair: {other}"))),
         };
         merges.push(super::gpt2::pair_ids(l, r, &ids, source)?);
     }
     let model = BpeModel::from_merges(vocab, merges, ignore_merges, source)?;
 
     let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
-    let (pre, add_prefix_space) = parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
-    Ok(Tokenizer::new(pre, model, added)?.with_normalizer(normalizer).with_add_prefix_space(add_prefix_space))
+    let (pre, add_prefix_space) =
+        parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
+    Ok(Tokenizer::new(pre, model, added)?
+        .with_normalizer(normalizer)
+        .with_add_prefix_space(add_prefix_space))
 }
 
 fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
     match v.get("type").and_then(Value::as_str) {
         None if v.is_null() => Ok(None),
-        Some("Sequence") if v.get("normalizers").and_then(Value::as_array).is_some_and(Vec::is_empty) => Ok(None),
-        Some("Sequence") => match v.get("normalizers").and_then(Value::as_array).map(Vec::as_slice) {
+        Some("Sequence")
+            if v.get("normalizers")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty) =>
+        {
+            Ok(None)
+        }
+        Some("Sequence") => match v
+            .get("normalizers")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
             Some([one]) => parse_normalizer(one, source),
-            _ => Err(Error::format(source, "a normalizer Sequence of several steps is not supported yet")),
+            _ => Err(Error::format(
+                source,
+                "a normalizer Sequence of several steps is not supported yet",
+            )),
         },
         Some(t) => Normalizer::from_hf_type(t)
             .map(Some)
@@ -122,7 +197,9 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
     let byte_level_flags = |bl: &Value| {
         (
             bl.get("use_regex").and_then(Value::as_bool).unwrap_or(true),
-            bl.get("add_prefix_space").and_then(Value::as_bool).unwrap_or(false),
+            bl.get("add_prefix_space")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         )
     };
     match kind {
@@ -134,30 +211,45 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
             Ok((PreTokenizer::Preset(Preset::Gpt2), prefix))
         }
         Some("Sequence") => {
-            let steps = v.get("pretokenizers").and_then(Value::as_array).ok_or_else(|| bad("Sequence without pretokenizers"))?;
+            let steps = v
+                .get("pretokenizers")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("Sequence without pretokenizers"))?;
             match steps.as_slice() {
                 [one] => parse_pre_tokenizer(one, source),
-                [split, bl] if split.get("type").and_then(Value::as_str) == Some("Split")
-                    && bl.get("type").and_then(Value::as_str) == Some("ByteLevel") =>
+                [split, bl]
+                    if split.get("type").and_then(Value::as_str) == Some("Split")
+                        && bl.get("type").and_then(Value::as_str) == Some("ByteLevel") =>
                 {
                     let (use_regex, prefix) = byte_level_flags(bl);
                     if use_regex {
-                        return Err(bad("Split followed by ByteLevel(use_regex=true) is not supported"));
+                        return Err(bad(
+                            "Split followed by ByteLevel(use_regex=true) is not supported",
+                        ));
                     }
                     if split.get("behavior").and_then(Value::as_str) != Some("Isolated")
                         || split.get("invert").and_then(Value::as_bool) == Some(true)
                     {
-                        return Err(bad("only Split with behavior Isolated and invert false is supported"));
+                        return Err(bad(
+                            "only Split with behavior Isolated and invert false is supported",
+                        ));
                     }
-                    let pattern = split.get("pattern").ok_or_else(|| bad("Split without pattern"))?;
-                    let pre = match (pattern.get("Regex").and_then(Value::as_str), pattern.get("String").and_then(Value::as_str)) {
+                    let pattern = split
+                        .get("pattern")
+                        .ok_or_else(|| bad("Split without pattern"))?;
+                    let pre = match (
+                        pattern.get("Regex").and_then(Value::as_str),
+                        pattern.get("String").and_then(Value::as_str),
+                    ) {
                         (Some(re), _) => PreTokenizer::new(re)?,
                         (None, Some(s)) => PreTokenizer::regex(&fancy_regex::escape(s))?,
                         _ => return Err(bad("Split pattern is neither Regex nor String")),
                     };
                     Ok((pre, prefix))
                 }
-                _ => Err(bad("only ByteLevel or Sequence[Split, ByteLevel] is supported")),
+                _ => Err(bad(
+                    "only ByteLevel or Sequence[Split, ByteLevel] is supported",
+                )),
             }
         }
         Some(other) => Err(bad(&format!("{other:?} is not supported yet"))),
@@ -168,9 +260,7 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
 /// The `tokenizer.json` text for `tok`.
 pub fn to_string(tok: &Tokenizer) -> Result<String> {
     let model = tok.model();
-    let byte_level = |prefix: bool, use_regex: bool| {
-        json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": use_regex})
-    };
+    let byte_level = |prefix: bool, use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": use_regex});
     let prefix = tok.add_prefix_space();
     // A custom pattern is written as given: HF reads it with Oniguruma, whose syntax differs
     // from fancy-regex's in corners (`{n,m}+` is one), so such a file is worth a parity check.
@@ -197,22 +287,43 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
         })
         .collect();
 
-    let mut entries: Vec<(u32, String)> = model.tokens().map(|(id, b)| (id, byte_level::encode(b))).collect();
+    let mut entries: Vec<(u32, String)> = model
+        .tokens()
+        .map(|(id, b)| (id, byte_level::encode(b)))
+        .collect();
     // A special token that shares its id with an ordinary token is already there, spelled the same.
-    entries.extend(tok.added_tokens().iter().filter(|t| model.token_bytes(t.id).is_none()).map(|t| (t.id, t.content.clone())));
+    entries.extend(
+        tok.added_tokens()
+            .iter()
+            .filter(|t| model.token_bytes(t.id).is_none())
+            .map(|t| (t.id, t.content.clone())),
+    );
     entries.sort_unstable_by_key(|(id, _)| *id);
     let mut vocab = Map::with_capacity(entries.len());
     for (id, text) in entries {
         vocab.insert(text, json!(id));
     }
     let text_of = |id: u32| byte_level::encode(model.token_bytes(id).unwrap_or_default());
-    let merge_pairs: Vec<(String, String)> = model.merge_list().into_iter().map(|(l, r)| (text_of(l), text_of(r))).collect();
+    let merge_pairs: Vec<(String, String)> = model
+        .merge_list()
+        .into_iter()
+        .map(|(l, r)| (text_of(l), text_of(r)))
+        .collect();
     // Byte-level text never holds a plain space, so the `"left right"` form that every HF
     // version reads is safe; the pair form is kept for the odd vocabulary that needs it.
-    let merges: Vec<Value> = if merge_pairs.iter().any(|(l, r)| l.contains(' ') || r.contains(' ')) {
-        merge_pairs.into_iter().map(|(l, r)| json!([l, r])).collect()
+    let merges: Vec<Value> = if merge_pairs
+        .iter()
+        .any(|(l, r)| l.contains(' ') || r.contains(' '))
+    {
+        merge_pairs
+            .into_iter()
+            .map(|(l, r)| json!([l, r]))
+            .collect()
     } else {
-        merge_pairs.into_iter().map(|(l, r)| Value::String(format!("{l} {r}"))).collect()
+        merge_pairs
+            .into_iter()
+            .map(|(l, r)| Value::String(format!("{l} {r}")))
+            .collect()
     };
     let root = json!({
         "version": "1.0",
@@ -237,7 +348,8 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
             "merges": merges,
         },
     });
-    serde_json::to_string_pretty(&root).map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
+    serde_json::to_string_pretty(&root)
+        .map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
 }
 
 pub fn save(tok: &Tokenizer, path: &Path) -> Result<()> {

@@ -14,14 +14,22 @@ use std::path::Path;
 pub fn read_ranks(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
     let data = read_maybe_gzip(path)?;
     let shown = path.display();
-    let text = std::str::from_utf8(&data).map_err(|e| Error::format(&shown, format!("not a text file ({e})")))?;
+    let text = std::str::from_utf8(&data)
+        .map_err(|e| Error::format(&shown, format!("not a text file ({e})")))?;
     let mut ranks = Vec::with_capacity(text.len() / 12);
     for (n, line) in text.lines().enumerate() {
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| Error::format(&shown, format!("line {}: {what}: {:?}", n + 1, truncate(line)));
-        let (token, rank) = line.split_once(' ').ok_or_else(|| bad("expected `base64 rank`"))?;
+        let bad = |what: &str| {
+            Error::format(
+                &shown,
+                format!("line {}: {what}: {:?}", n + 1, truncate(line)),
+            )
+        };
+        let (token, rank) = line
+            .split_once(' ')
+            .ok_or_else(|| bad("expected `base64 rank`"))?;
         let bytes = STANDARD.decode(token).map_err(|_| bad("invalid base64"))?;
         let rank: u32 = rank.trim().parse().map_err(|_| bad("invalid rank"))?;
         ranks.push((bytes, rank));
@@ -63,7 +71,10 @@ pub fn openai_special_tokens(preset: Preset, ordinary_tokens: usize) -> Vec<Adde
         (Preset::O200k, 199_998) => &[("<|endoftext|>", 199_999), ("<|endofprompt|>", 200_018)],
         _ => &[],
     };
-    table.iter().map(|&(t, id)| AddedToken::special(t, id)).collect()
+    table
+        .iter()
+        .map(|&(t, id)| AddedToken::special(t, id))
+        .collect()
 }
 
 pub(crate) fn truncate(line: &str) -> String {

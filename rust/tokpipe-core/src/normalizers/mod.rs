@@ -2,7 +2,9 @@
 //! normal forms only for now; text that is already normalized is passed through without a copy.
 
 use std::borrow::Cow;
-use unicode_normalization::{is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized, UnicodeNormalization};
+use unicode_normalization::{
+    is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized, UnicodeNormalization,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Normalizer {

@@ -23,8 +23,15 @@ fn tables() -> &'static Tables {
                 char::from_u32(255 + shifted).expect("U+0100..U+0143 are chars")
             };
         }
-        let char_to_byte = byte_to_char.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
-        Tables { byte_to_char, char_to_byte }
+        let char_to_byte = byte_to_char
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c, b as u8))
+            .collect();
+        Tables {
+            byte_to_char,
+            char_to_byte,
+        }
     })
 }
 
@@ -41,7 +48,9 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Reads byte-level text back to bytes; `None` if a character is outside the map.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let t = tables();
-    text.chars().map(|c| t.char_to_byte.get(&c).copied()).collect()
+    text.chars()
+        .map(|c| t.char_to_byte.get(&c).copied())
+        .collect()
 }
 
 #[cfg(test)]

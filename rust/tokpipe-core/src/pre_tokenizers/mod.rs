@@ -72,7 +72,9 @@ impl Preset {
     /// Accepts the preset names and the tiktoken encoding names that use each pattern.
     pub fn from_name(name: &str) -> Option<Preset> {
         match name {
-            "gpt2" | "r50k" | "r50k_base" | "p50k" | "p50k_base" | "p50k_edit" => Some(Preset::Gpt2),
+            "gpt2" | "r50k" | "r50k_base" | "p50k" | "p50k_base" | "p50k_edit" => {
+                Some(Preset::Gpt2)
+            }
             "cl100k" | "cl100k_base" => Some(Preset::Cl100k),
             "o200k" | "o200k_base" | "o200k_harmony" => Some(Preset::O200k),
             _ => None,
@@ -102,13 +104,18 @@ impl Preset {
 #[derive(Clone, Debug)]
 pub enum PreTokenizer {
     Preset(Preset),
-    Regex { pattern: String, regex: std::sync::Arc<fancy_regex::Regex> },
+    Regex {
+        pattern: String,
+        regex: std::sync::Arc<fancy_regex::Regex>,
+    },
 }
 
 impl PreTokenizer {
     /// A preset name (`gpt2`, `cl100k`, `o200k`, or a tiktoken encoding name) or a regex.
     pub fn new(name_or_pattern: &str) -> Result<Self> {
-        if let Some(preset) = Preset::from_name(name_or_pattern).or_else(|| Preset::from_pattern(name_or_pattern)) {
+        if let Some(preset) =
+            Preset::from_name(name_or_pattern).or_else(|| Preset::from_pattern(name_or_pattern))
+        {
             return Ok(PreTokenizer::Preset(preset));
         }
         Self::regex(name_or_pattern)
@@ -122,7 +129,10 @@ impl PreTokenizer {
             .backtrack_limit(10_000_000)
             .build()
             .map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
-        Ok(PreTokenizer::Regex { pattern: pattern.to_string(), regex: std::sync::Arc::new(regex) })
+        Ok(PreTokenizer::Regex {
+            pattern: pattern.to_string(),
+            regex: std::sync::Arc::new(regex),
+        })
     }
 
     pub fn pattern(&self) -> &str {

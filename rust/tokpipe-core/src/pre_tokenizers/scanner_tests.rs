@@ -28,11 +28,16 @@ fn scan_o200k(t: &str) -> Vec<&str> {
 
 /// The three presets: name, published pattern, scanner.
 fn presets() -> [(&'static str, &'static str, Scanner); 3] {
-    [("gpt2", GPT2_PATTERN, scan_gpt2), ("cl100k", CL100K_PATTERN, scan_cl100k), ("o200k", O200K_PATTERN, scan_o200k)]
+    [
+        ("gpt2", GPT2_PATTERN, scan_gpt2),
+        ("cl100k", CL100K_PATTERN, scan_cl100k),
+        ("o200k", O200K_PATTERN, scan_o200k),
+    ]
 }
 
 fn reference<'a>(re: &PreTokenizer, text: &'a str) -> Vec<&'a str> {
-    re.pieces(text).expect("fancy-regex succeeds on the preset pattern")
+    re.pieces(text)
+        .expect("fancy-regex succeeds on the preset pattern")
 }
 
 /// Panics with the first differing piece and its surroundings, which is what one needs to debug
@@ -41,7 +46,11 @@ fn assert_same(name: &str, what: &str, text: &str, got: &[&str], want: &[&str]) 
     if got == want {
         return;
     }
-    let k = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+    let k = got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len().min(want.len()));
     let lo = k.saturating_sub(3);
     panic!(
         "{name} scanner differs from fancy-regex on {what} (text {} bytes) at piece {k}:\n  scanner: {:?}\n  regex:   {:?}",
@@ -52,11 +61,14 @@ fn assert_same(name: &str, what: &str, text: &str, got: &[&str], want: &[&str]) 
 }
 
 fn shared_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora").join(sub)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpora")
+        .join(sub)
 }
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     for entry in entries {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -77,20 +89,30 @@ fn corpus_texts() -> Vec<(String, String)> {
         let t = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         texts.push((f.display().to_string(), t));
     }
-    assert!(texts.len() >= 3, "expected the shared text corpora, found {files:?}");
+    assert!(
+        texts.len() >= 3,
+        "expected the shared text corpora, found {files:?}"
+    );
 
     let mut web = Vec::new();
     files_under(&shared_dir("web"), &mut web);
     web.retain(|p| p.to_string_lossy().ends_with(".jsonl.gz"));
     web.sort();
-    assert!(!web.is_empty(), "expected .jsonl.gz files in the shared web corpora");
+    assert!(
+        !web.is_empty(),
+        "expected .jsonl.gz files in the shared web corpora"
+    );
     for f in &web {
         let mut s = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(f).unwrap()).read_to_string(&mut s).unwrap();
+        flate2::read::GzDecoder::new(std::fs::File::open(f).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
         let mut records = 0;
         for (n, line) in s.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let t = v["text"].as_str().unwrap_or_else(|| panic!("{}:{n}: no text field", f.display()));
+            let t = v["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}:{n}: no text field", f.display()));
             texts.push((format!("{}:{n}", f.display()), t.to_string()));
             records += 1;
         }
@@ -103,7 +125,10 @@ fn corpus_texts() -> Vec<(String, String)> {
 fn scanners_match_regex_on_corpora() {
     let texts = corpus_texts();
     let total: usize = texts.iter().map(|(_, t)| t.len()).sum();
-    assert!(total > 2_000_000, "corpora unexpectedly small: {total} bytes");
+    assert!(
+        total > 2_000_000,
+        "corpora unexpectedly small: {total} bytes"
+    );
     for (name, pattern, scan) in presets() {
         let re = PreTokenizer::regex(pattern).unwrap();
         for (what, text) in &texts {
@@ -177,9 +202,15 @@ fn scanners_match_regex_on_random_strings() {
         let re = PreTokenizer::regex(pattern).unwrap();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ name.len() as u64);
         for case in 0..CASES {
-            let len = if case % 4 == 0 { rng.below(80) + 1 } else { rng.below(24) + 1 };
+            let len = if case % 4 == 0 {
+                rng.below(80) + 1
+            } else {
+                rng.below(24) + 1
+            };
             // Biased alphabets: a random subset of a few symbols gives long runs of one class.
-            let sub: Vec<&str> = (0..rng.below(6) + 2).map(|_| ALPHABET[rng.below(ALPHABET.len())]).collect();
+            let sub: Vec<&str> = (0..rng.below(6) + 2)
+                .map(|_| ALPHABET[rng.below(ALPHABET.len())])
+                .collect();
             let text: String = (0..len).map(|_| sub[rng.below(sub.len())]).collect();
             if scan(&text) != reference(&re, &text) {
                 let min = shrink(text.clone(), |t| scan(t) != reference(&re, t));
@@ -225,7 +256,10 @@ fn scanners_class_table_matches_regex_for_every_char() {
             .take(20)
             .map(|c| format!("U+{:04X}", c as u32))
             .collect();
-        assert!(wrong.is_empty(), "class {pattern}: scanner disagrees with regex on {wrong:?}");
+        assert!(
+            wrong.is_empty(),
+            "class {pattern}: scanner disagrees with regex on {wrong:?}"
+        );
     }
 }
 
@@ -242,7 +276,9 @@ fn scanners_match_regex_on_every_char_in_context() {
             let mut text = String::new();
             for &c in block {
                 // 'c 'cl 'lc 'ce 'vc x c a A cc 1 c\n c !c/\n
-                text.push_str(&format!("'{c}'{c}l'l{c}'{c}e'v{c} x{c}a{c}A{c}{c}1{c}\n{c} !{c}/\n"));
+                text.push_str(&format!(
+                    "'{c}'{c}l'l{c}'{c}e'v{c} x{c}a{c}A{c}{c}1{c}\n{c} !{c}/\n"
+                ));
             }
             assert_same(
                 name,
@@ -318,7 +354,13 @@ fn scanners_match_regex_on_tricky_cases() {
     for (name, pattern, scan) in presets() {
         let re = PreTokenizer::regex(pattern).unwrap();
         for text in cases {
-            assert_same(name, &format!("{text:?}"), text, &scan(text), &reference(&re, text));
+            assert_same(
+                name,
+                &format!("{text:?}"),
+                text,
+                &scan(text),
+                &reference(&re, text),
+            );
         }
     }
 }
@@ -331,7 +373,11 @@ fn scanners_are_linear_on_adversarial_input() {
     let rep = |s: &str| s.repeat(MB / s.len());
     let mut no_ws = String::new();
     let mut rng = Rng(42);
-    let dense: Vec<&str> = ALPHABET.iter().copied().filter(|s| !s.chars().any(char::is_whitespace)).collect();
+    let dense: Vec<&str> = ALPHABET
+        .iter()
+        .copied()
+        .filter(|s| !s.chars().any(char::is_whitespace))
+        .collect();
     while no_ws.len() < MB {
         no_ws.push_str(dense[rng.below(dense.len())]);
     }
@@ -372,7 +418,11 @@ fn scanners_are_linear_on_adversarial_input() {
             let took = t0.elapsed();
             // Linear: ~10 ms. Quadratic on 1 MB: far beyond this bound.
             assert!(took < Duration::from_secs(2), "{name} on {what}: {took:?}");
-            assert_eq!(got.concat(), *text, "{name} on {what}: pieces do not cover the input");
+            assert_eq!(
+                got.concat(),
+                *text,
+                "{name} on {what}: pieces do not cover the input"
+            );
             // fancy-regex gives up on some of these (its backtracking stack overflows on a
             // megabyte `\s+` run); then compare on the longest prefix it handles, at least 16 KB.
             let mut t: &str = text;
@@ -388,7 +438,11 @@ fn scanners_are_linear_on_adversarial_input() {
                         while !t.is_char_boundary(cut) {
                             cut -= 1;
                         }
-                        assert!(cut >= 16 << 10, "{name} on {what}: fancy-regex fails even on {} bytes: {e}", t.len());
+                        assert!(
+                            cut >= 16 << 10,
+                            "{name} on {what}: fancy-regex fails even on {} bytes: {e}",
+                            t.len()
+                        );
                         t = &t[..cut];
                     }
                 }

@@ -113,7 +113,10 @@ fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
     let (cp, n) = if x < 0xE0 {
         (((x & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
     } else if x < 0xF0 {
-        (((x & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F), 3)
+        (
+            ((x & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F),
+            3,
+        )
     } else {
         (
             ((x & 0x07) << 18)
@@ -190,7 +193,11 @@ fn ascii_letters(b: &[u8], mut i: usize, lower: bool) -> usize {
     while let Some(chunk) = b.get(i..i + 8) {
         let x = u64::from_le_bytes(chunk.try_into().unwrap());
         // Fold case unless only lowercase counts; clear the top bits so the adds cannot carry.
-        let y = if lower { x & !HI } else { (x | (0x20 * ONES)) & !HI };
+        let y = if lower {
+            x & !HI
+        } else {
+            (x | (0x20 * ONES)) & !HI
+        };
         let ge_a = y + (0x80 - 0x61) * ONES; // top bit set where y >= 'a'
         let gt_z = y + (0x80 - 0x7B) * ONES; // top bit set where y > 'z'
         let letter = ge_a & !gt_z & !x & HI;
@@ -270,7 +277,11 @@ fn ws_run(b: &[u8], i: usize) -> WsRun {
         last = q;
         q += n;
     }
-    WsRun { end: q, last, nl_end }
+    WsRun {
+        end: q,
+        last,
+        nl_end,
+    }
 }
 
 /// Byte length of `'(?:[sdmt]|ll|ve|re)` at `i` (GPT-2: ASCII, case-sensitive), 0 if none.
@@ -309,7 +320,9 @@ fn contraction_fold(b: &[u8], i: usize) -> usize {
 /// about 10% of the scan on English text.
 #[inline(always)]
 fn piece(text: &str, i: usize, end: usize) -> &str {
-    debug_assert!(i < end && end <= text.len() && text.is_char_boundary(i) && text.is_char_boundary(end));
+    debug_assert!(
+        i < end && end <= text.len() && text.is_char_boundary(i) && text.is_char_boundary(end)
+    );
     // SAFETY: `i` and `end` are char boundaries within `text`: the scanners start at 0 and only
     // ever advance by whole UTF-8 sequences (the decoder's length or an ASCII byte), and every
     // run stops at `text.len()`.
@@ -467,7 +480,11 @@ fn upper_then_lower(b: &[u8], s: usize) -> Option<usize> {
 #[inline(always)]
 fn o200k_word(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
     let prefix = c & (L | N | NL) == 0;
-    let (c2, n2) = if prefix { class_at_or_end(b, i + n) } else { (0, 0) };
+    let (c2, n2) = if prefix {
+        class_at_or_end(b, i + n)
+    } else {
+        (0, 0)
+    };
     if (c | c2) & (UP | LO) == 0 {
         // Neither the char nor the one after a prefix is in a case class: both branches fail.
         return None;

@@ -42,17 +42,31 @@ pub fn normalise_into(text: &str, lowercase: bool, collapse_whitespace: bool, ou
 }
 
 /// One key per row, in row order, computed in parallel.
-pub fn exact_keys(column: &StrColumn<'_>, lowercase: bool, collapse_whitespace: bool) -> Vec<[u8; KEY_BYTES]> {
+pub fn exact_keys(
+    column: &StrColumn<'_>,
+    lowercase: bool,
+    collapse_whitespace: bool,
+) -> Vec<[u8; KEY_BYTES]> {
     let mut keys = vec![[0u8; KEY_BYTES]; column.len()];
-    keys.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(chunk, out)| {
-        let mut scratch = String::new();
-        for (j, key) in out.iter_mut().enumerate() {
-            normalise_into(column.get(chunk * ROWS_PER_TASK + j), lowercase, collapse_whitespace, &mut scratch);
-            let mut hasher = Blake2bVar::new(KEY_BYTES).expect("16 is a valid BLAKE2b output size");
-            hasher.update(scratch.as_bytes());
-            hasher.finalize_variable(key).expect("the key has the hasher's output size");
-        }
-    });
+    keys.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(chunk, out)| {
+            let mut scratch = String::new();
+            for (j, key) in out.iter_mut().enumerate() {
+                normalise_into(
+                    column.get(chunk * ROWS_PER_TASK + j),
+                    lowercase,
+                    collapse_whitespace,
+                    &mut scratch,
+                );
+                let mut hasher =
+                    Blake2bVar::new(KEY_BYTES).expect("16 is a valid BLAKE2b output size");
+                hasher.update(scratch.as_bytes());
+                hasher
+                    .finalize_variable(key)
+                    .expect("the key has the hasher's output size");
+            }
+        });
     keys
 }
 
@@ -83,8 +97,14 @@ mod tests {
         assert_eq!(keys[0], keys[1]); // "a b" and "A  B"
         assert_ne!(keys[0], keys[2]); // "ab"
         assert_ne!(keys[2], keys[3]); // "" (a null row reads as empty)
-        // BLAKE2b-128 of the empty string, as hashlib.blake2b(b"", digest_size=16) gives it.
-        assert_eq!(keys[3].iter().map(|b| format!("{b:02x}")).collect::<String>(), "cae66941d9efbd404e4d88758ea67670");
+                                      // BLAKE2b-128 of the empty string, as hashlib.blake2b(b"", digest_size=16) gives it.
+        assert_eq!(
+            keys[3]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
+            "cae66941d9efbd404e4d88758ea67670"
+        );
     }
 
     #[test]

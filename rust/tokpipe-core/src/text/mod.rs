@@ -24,13 +24,17 @@ impl<'a> StrColumn<'a> {
         let column = StrColumn { offsets, data };
         let n = column.offsets_len();
         if n == 0 {
-            return Err(Error::InvalidArgument("a string column needs at least one offset".into()));
+            return Err(Error::InvalidArgument(
+                "a string column needs at least one offset".into(),
+            ));
         }
         let mut previous = column.offset(0);
         for i in 1..n {
             let next = column.offset(i);
             if next < previous || next > data.len() {
-                return Err(Error::InvalidArgument(format!("string column offset {i} ({next}) is out of order or past the data")));
+                return Err(Error::InvalidArgument(format!(
+                    "string column offset {i} ({next}) is out of order or past the data"
+                )));
             }
             previous = next;
         }

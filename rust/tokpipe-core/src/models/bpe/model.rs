@@ -69,32 +69,56 @@ impl BpeModel {
         for (id, tok) in tokens.iter().enumerate() {
             let Some(tok) = tok else { continue };
             for split in 1..tok.len() {
-                if let (Some(&l), Some(&r)) = (token_to_id.get(&tok[..split]), token_to_id.get(&tok[split..])) {
+                if let (Some(&l), Some(&r)) = (
+                    token_to_id.get(&tok[..split]),
+                    token_to_id.get(&tok[split..]),
+                ) {
                     merges.insert(pair_key(l, r), (id as u32, id as u32));
                 }
             }
         }
         let atomic = vec![true; tokens.len()];
-        Ok(BpeModel { tokens, token_to_id, byte_ids, merges, merge_list: Vec::new(), atomic, rule: MergeRule::Ranks, ignore_merges: true })
+        Ok(BpeModel {
+            tokens,
+            token_to_id,
+            byte_ids,
+            merges,
+            merge_list: Vec::new(),
+            atomic,
+            rule: MergeRule::Ranks,
+            ignore_merges: true,
+        })
     }
 
     /// Builds a model from a vocabulary and an ordered merge list of `(left, right)` token ids.
     /// Every merge's concatenation must be in the vocabulary. A repeated pair keeps its later
     /// priority, as HF `tokenizers` does. `ignore_merges` is HF's flag of that name: a piece
     /// that is itself a token is returned whole, as tiktoken does.
-    pub fn from_merges(vocab: Vec<(Vec<u8>, u32)>, merge_list: Vec<(u32, u32)>, ignore_merges: bool, source: &str) -> Result<Self> {
+    pub fn from_merges(
+        vocab: Vec<(Vec<u8>, u32)>,
+        merge_list: Vec<(u32, u32)>,
+        ignore_merges: bool,
+        source: &str,
+    ) -> Result<Self> {
         let (tokens, token_to_id, byte_ids) = Self::index_vocab(vocab, source)?;
         let mut merges = FxHashMap::default();
         for (prio, &(l, r)) in merge_list.iter().enumerate() {
             let get = |id: u32| tokens.get(id as usize).and_then(|t| t.as_deref());
             let (Some(lb), Some(rb)) = (get(l), get(r)) else {
-                return Err(Error::format(source, format!("merge #{prio} refers to unknown token id {l} or {r}")));
+                return Err(Error::format(
+                    source,
+                    format!("merge #{prio} refers to unknown token id {l} or {r}"),
+                ));
             };
             let joined = [lb, rb].concat();
             let Some(&new_id) = token_to_id.get(joined.as_slice()) else {
                 return Err(Error::format(
                     source,
-                    format!("merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary", String::from_utf8_lossy(lb), String::from_utf8_lossy(rb)),
+                    format!(
+                        "merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary",
+                        String::from_utf8_lossy(lb),
+                        String::from_utf8_lossy(rb)
+                    ),
                 ));
             };
             merges.insert(pair_key(l, r), (prio as u32, new_id));
@@ -137,23 +161,39 @@ impl BpeModel {
     fn index_vocab(
         vocab: Vec<(Vec<u8>, u32)>,
         source: &str,
-    ) -> Result<(Vec<Option<Box<[u8]>>>, FxHashMap<Box<[u8]>, u32>, [u32; 256])> {
+    ) -> Result<(
+        Vec<Option<Box<[u8]>>>,
+        FxHashMap<Box<[u8]>, u32>,
+        [u32; 256],
+    )> {
         if vocab.is_empty() {
             return Err(Error::format(source, "the vocabulary is empty"));
         }
         let max_id = vocab.iter().map(|(_, id)| *id).max().unwrap_or(0) as usize;
         if max_id >= (1usize << 31) {
-            return Err(Error::format(source, format!("token id {max_id} is too large")));
+            return Err(Error::format(
+                source,
+                format!("token id {max_id} is too large"),
+            ));
         }
         let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; max_id + 1];
         let mut token_to_id = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
         for (bytes, id) in vocab {
             let bytes: Box<[u8]> = bytes.into_boxed_slice();
             if let Some(prev) = token_to_id.insert(bytes.clone(), id) {
-                return Err(Error::format(source, format!("token {:?} appears twice (ids {prev} and {id})", String::from_utf8_lossy(&bytes))));
+                return Err(Error::format(
+                    source,
+                    format!(
+                        "token {:?} appears twice (ids {prev} and {id})",
+                        String::from_utf8_lossy(&bytes)
+                    ),
+                ));
             }
             if tokens[id as usize].is_some() {
-                return Err(Error::format(source, format!("id {id} is given to two tokens")));
+                return Err(Error::format(
+                    source,
+                    format!("id {id} is given to two tokens"),
+                ));
             }
             tokens[id as usize] = Some(bytes);
         }
@@ -167,7 +207,10 @@ impl BpeModel {
             }
         }
         if byte_ids.iter().filter(|&&id| id != NO_TOKEN).count() < 128 {
-            return Err(Error::format(source, "not a byte-level vocabulary: fewer than 128 of the 256 single bytes are tokens"));
+            return Err(Error::format(
+                source,
+                "not a byte-level vocabulary: fewer than 128 of the 256 single bytes are tokens",
+            ));
         }
         Ok((tokens, token_to_id, byte_ids))
     }
@@ -205,7 +248,10 @@ impl BpeModel {
 
     /// `(id, bytes)` of every ordinary token in id order.
     pub fn tokens(&self) -> impl Iterator<Item = (u32, &[u8])> {
-        self.tokens.iter().enumerate().filter_map(|(id, t)| t.as_deref().map(|t| (id as u32, t)))
+        self.tokens
+            .iter()
+            .enumerate()
+            .filter_map(|(id, t)| t.as_deref().map(|t| (id as u32, t)))
     }
 
     /// The merges to write into a merges file, in priority order. For a model loaded from
@@ -214,8 +260,11 @@ impl BpeModel {
         match self.rule {
             MergeRule::Listed => self.merge_list.clone(),
             MergeRule::Ranks => {
-                let mut all: Vec<(u32, u32, u32)> =
-                    self.merges.iter().map(|(&k, &(prio, _))| (prio, (k >> 32) as u32, k as u32)).collect();
+                let mut all: Vec<(u32, u32, u32)> = self
+                    .merges
+                    .iter()
+                    .map(|(&k, &(prio, _))| (prio, (k >> 32) as u32, k as u32))
+                    .collect();
                 all.sort_unstable();
                 all.into_iter().map(|(_, l, r)| (l, r)).collect()
             }
@@ -258,7 +307,14 @@ impl BpeModel {
             }
             self.merge_short(&mut syms, n, out)
         } else {
-            self.merge_long(piece.iter().map(byte_id).filter(|&id| id != NO_TOKEN).collect(), out)
+            self.merge_long(
+                piece
+                    .iter()
+                    .map(byte_id)
+                    .filter(|&id| id != NO_TOKEN)
+                    .collect(),
+                out,
+            )
         }
     }
 
@@ -268,7 +324,9 @@ impl BpeModel {
     fn merge_short(&self, syms: &mut [u32; SHORT_PIECE], mut n: usize, out: &mut Vec<u32>) {
         let mut prio = [u32::MAX; SHORT_PIECE];
         let mut merged = [0u32; SHORT_PIECE];
-        let pair = |syms: &[u32; SHORT_PIECE], i: usize| self.merge_of(syms[i], syms[i + 1]).unwrap_or((u32::MAX, 0));
+        let pair = |syms: &[u32; SHORT_PIECE], i: usize| {
+            self.merge_of(syms[i], syms[i + 1]).unwrap_or((u32::MAX, 0))
+        };
         for i in 0..n.saturating_sub(1) {
             (prio[i], merged[i]) = pair(syms, i);
         }

@@ -65,7 +65,11 @@ impl TrainedBpe {
     /// The tokenizer these merges make with `pre`, the pre-tokenizer they were trained with.
     pub fn into_tokenizer(self, pre: PreTokenizer) -> Result<Tokenizer> {
         let model = BpeModel::from_merges(self.vocab, self.merges, false, "<trained>")?;
-        let specials = self.specials.into_iter().map(|(text, id)| AddedToken::special(text, id)).collect();
+        let specials = self
+            .specials
+            .into_iter()
+            .map(|(text, id)| AddedToken::special(text, id))
+            .collect();
         Tokenizer::new(pre, model, specials)
     }
 }
@@ -95,10 +99,14 @@ impl BpeTrainer {
         let mut seen = rustc_hash::FxHashSet::default();
         for special in &config.special_tokens {
             if special.is_empty() {
-                return Err(Error::InvalidArgument("special tokens must not be empty strings".into()));
+                return Err(Error::InvalidArgument(
+                    "special tokens must not be empty strings".into(),
+                ));
             }
             if !seen.insert(special.as_str()) {
-                return Err(Error::InvalidArgument(format!("special token {special:?} is given twice")));
+                return Err(Error::InvalidArgument(format!(
+                    "special token {special:?} is given twice"
+                )));
             }
         }
         let minimum = 256 + config.special_tokens.len();
@@ -110,9 +118,17 @@ impl BpeTrainer {
             )));
         }
         if config.vocab_size > u32::MAX as usize / 2 {
-            return Err(Error::InvalidArgument(format!("vocab_size {} is too large", config.vocab_size)));
+            return Err(Error::InvalidArgument(format!(
+                "vocab_size {} is too large",
+                config.vocab_size
+            )));
         }
-        Ok(BpeTrainer { config, pre, counts: PieceCounter::default(), fed_bytes: 0 })
+        Ok(BpeTrainer {
+            config,
+            pre,
+            counts: PieceCounter::default(),
+            fed_bytes: 0,
+        })
     }
 
     /// Counts the pre-tokens of `texts`, each text one sequence (pre-tokenization never spans
@@ -134,9 +150,13 @@ impl BpeTrainer {
         let counters = per_thread_counters();
         let pre = &self.pre;
         tasks.into_par_iter().try_for_each(|task| {
-            let mut counter = counters[rayon::current_thread_index().unwrap_or(0) % counters.len()].lock().expect("no panics while counting");
+            let mut counter = counters[rayon::current_thread_index().unwrap_or(0) % counters.len()]
+                .lock()
+                .expect("no panics while counting");
             let ThreadCounter { total, batch } = &mut *counter;
-            texts[task].iter().try_for_each(|text| count_pre_tokens(pre, text, batch))?;
+            texts[task]
+                .iter()
+                .try_for_each(|text| count_pre_tokens(pre, text, batch))?;
             batch.drain_into(total);
             Ok::<(), Error>(())
         })?;
@@ -151,15 +171,22 @@ impl BpeTrainer {
     /// aside.
     pub fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport> {
         let total_bytes = corpus::check_paths(paths)?;
-        let progress = self.progress_bar(total_bytes, "{msg} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec})");
+        let progress = self.progress_bar(
+            total_bytes,
+            "{msg} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec})",
+        );
         progress.set_message("reading");
         let counters = per_thread_counters();
-        let reports: Vec<Mutex<ReportBuilder>> = (0..counters.len()).map(|_| Mutex::default()).collect();
+        let reports: Vec<Mutex<ReportBuilder>> =
+            (0..counters.len()).map(|_| Mutex::default()).collect();
         let stop = AtomicBool::new(false);
         let failure: Mutex<Option<Error>> = Mutex::new(None);
         let fail = |e: Error| {
             stop.store(true, Ordering::Relaxed);
-            failure.lock().expect("no panics while counting").get_or_insert(e);
+            failure
+                .lock()
+                .expect("no panics while counting")
+                .get_or_insert(e);
         };
         let pre = &self.pre;
         // Several readers, because with many small files opening them is most of the work.
@@ -168,14 +195,23 @@ impl BpeTrainer {
         let next_file = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
             // A few batches in flight per thread keep every thread busy without holding much.
-            let (sender, receiver) = std::sync::mpsc::sync_channel::<corpus::Batch>(2 * counters.len());
+            let (sender, receiver) =
+                std::sync::mpsc::sync_channel::<corpus::Batch>(2 * counters.len());
             let reader_threads: Vec<_> = (0..readers)
                 .map(|_| {
                     let sender = sender.clone();
                     let (next_file, progress, stop) = (&next_file, &progress, &stop);
                     scope.spawn(move || {
                         let mut report = ReportBuilder::default();
-                        let read = corpus::read_batches(paths, next_file, opts, progress, stop, &mut report, |batch| sender.send(batch).is_ok());
+                        let read = corpus::read_batches(
+                            paths,
+                            next_file,
+                            opts,
+                            progress,
+                            stop,
+                            &mut report,
+                            |batch| sender.send(batch).is_ok(),
+                        );
                         (read, report)
                     })
                 })
@@ -188,8 +224,13 @@ impl BpeTrainer {
                 let slot = rayon::current_thread_index().unwrap_or(0) % counters.len();
                 let mut counter = counters[slot].lock().expect("no panics while counting");
                 let mut report = reports[slot].lock().expect("no panics while counting");
-                let ThreadCounter { total, batch: batch_counts } = &mut *counter;
-                let counted = corpus::for_each_document(&batch, paths, opts, &mut report, |doc| count_pre_tokens(pre, doc, batch_counts));
+                let ThreadCounter {
+                    total,
+                    batch: batch_counts,
+                } = &mut *counter;
+                let counted = corpus::for_each_document(&batch, paths, opts, &mut report, |doc| {
+                    count_pre_tokens(pre, doc, batch_counts)
+                });
                 batch_counts.drain_into(total);
                 if let Err(e) = counted {
                     fail(e);
@@ -223,7 +264,9 @@ impl BpeTrainer {
     /// Learns the merges from everything fed so far.
     pub fn train(self) -> Result<TrainedBpe> {
         if self.fed_bytes == 0 {
-            return Err(Error::Corpus("no text to train on: the corpus is empty".into()));
+            return Err(Error::Corpus(
+                "no text to train on: the corpus is empty".into(),
+            ));
         }
         let mut tokens = TokenTable::new(&self.config.special_tokens);
         let limits = MergeLimits {
@@ -238,8 +281,18 @@ impl BpeTrainer {
         progress.set_message("merging");
         let merges = merge_loop::learn_merges(self.counts, &mut tokens, &limits, &progress);
         progress.finish_and_clear();
-        let specials = self.config.special_tokens.iter().enumerate().map(|(id, s)| (s.clone(), id as u32)).collect();
-        Ok(TrainedBpe { vocab: tokens.into_ordinary(), merges: dedup_merges(merges), specials })
+        let specials = self
+            .config
+            .special_tokens
+            .iter()
+            .enumerate()
+            .map(|(id, s)| (s.clone(), id as u32))
+            .collect();
+        Ok(TrainedBpe {
+            vocab: tokens.into_ordinary(),
+            merges: dedup_merges(merges),
+            specials,
+        })
     }
 
     /// Learns the merges and returns them as a ready [`Tokenizer`] with this trainer's
@@ -253,13 +306,19 @@ impl BpeTrainer {
         if !self.config.show_progress {
             return indicatif::ProgressBar::hidden();
         }
-        let style = indicatif::ProgressStyle::with_template(template).expect("progress templates are valid");
+        let style = indicatif::ProgressStyle::with_template(template)
+            .expect("progress templates are valid");
         indicatif::ProgressBar::new(len).with_style(style)
     }
 
     fn absorb_counters(&mut self, counters: Vec<Mutex<ThreadCounter>>) {
         for counter in counters {
-            self.counts.absorb(counter.into_inner().expect("no panics while counting").total);
+            self.counts.absorb(
+                counter
+                    .into_inner()
+                    .expect("no panics while counting")
+                    .total,
+            );
         }
     }
 }
@@ -275,7 +334,9 @@ struct ThreadCounter {
 /// One counter per rayon thread of the current pool; a thread only ever locks its own, so the
 /// locks are never contended.
 fn per_thread_counters() -> Vec<Mutex<ThreadCounter>> {
-    (0..rayon::current_num_threads()).map(|_| Mutex::default()).collect()
+    (0..rayon::current_num_threads())
+        .map(|_| Mutex::default())
+        .collect()
 }
 
 /// Counts the pre-tokens of one sequence. Text the pattern does not match (possible with a
@@ -306,11 +367,20 @@ fn count_pre_tokens(pre: &PreTokenizer, text: &str, counter: &mut PieceCounter) 
 /// Keeps only the last occurrence of each pair: HF's model maps a pair to one priority, the
 /// later one, and its saved merges list holds each pair once in that order.
 fn dedup_merges(merges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-    let last: FxHashMap<(u32, u32), usize> = merges.iter().enumerate().map(|(i, &pair)| (pair, i)).collect();
+    let last: FxHashMap<(u32, u32), usize> = merges
+        .iter()
+        .enumerate()
+        .map(|(i, &pair)| (pair, i))
+        .collect();
     if last.len() == merges.len() {
         return merges;
     }
-    merges.iter().enumerate().filter(|&(i, pair)| last[pair] == i).map(|(_, &pair)| pair).collect()
+    merges
+        .iter()
+        .enumerate()
+        .filter(|&(i, pair)| last[pair] == i)
+        .map(|(_, &pair)| pair)
+        .collect()
 }
 
 #[cfg(test)]
@@ -321,7 +391,13 @@ mod tests {
     use crate::tokenizer::AllowedSpecial;
 
     fn config(vocab_size: usize) -> BpeTrainerConfig {
-        BpeTrainerConfig { vocab_size, min_frequency: 0, special_tokens: vec![], max_token_length: None, show_progress: false }
+        BpeTrainerConfig {
+            vocab_size,
+            min_frequency: 0,
+            special_tokens: vec![],
+            max_token_length: None,
+            show_progress: false,
+        }
     }
 
     fn train_texts(config: BpeTrainerConfig, pre: &str, texts: &[&str]) -> TrainedBpe {
@@ -332,13 +408,23 @@ mod tests {
 
     /// Merges as byte-level strings, e.g. `("Ġ", "t")`.
     fn merge_strings(trained: &TrainedBpe) -> Vec<(String, String)> {
-        let mut by_id: FxHashMap<u32, String> = trained.vocab.iter().map(|(b, id)| (*id, byte_level::encode(b))).collect();
+        let mut by_id: FxHashMap<u32, String> = trained
+            .vocab
+            .iter()
+            .map(|(b, id)| (*id, byte_level::encode(b)))
+            .collect();
         by_id.extend(trained.specials.iter().map(|(s, id)| (*id, s.clone())));
-        trained.merges.iter().map(|(l, r)| (by_id[l].clone(), by_id[r].clone())).collect()
+        trained
+            .merges
+            .iter()
+            .map(|(l, r)| (by_id[l].clone(), by_id[r].clone()))
+            .collect()
     }
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -346,7 +432,10 @@ mod tests {
         let mut cfg = config(300);
         cfg.special_tokens = vec!["<s>".into(), "</s>".into()];
         let trained = train_texts(cfg, "gpt2", &["hello"]);
-        assert_eq!(trained.specials, vec![("<s>".to_string(), 0), ("</s>".to_string(), 1)]);
+        assert_eq!(
+            trained.specials,
+            vec![("<s>".to_string(), 0), ("</s>".to_string(), 1)]
+        );
         let id_of = |b: u8| trained.vocab.iter().find(|(t, _)| t == &[b]).unwrap().1;
         // '!' (U+0021) is the smallest byte-level character, then '"'.
         assert_eq!(id_of(b'!'), 2);
@@ -374,13 +463,28 @@ mod tests {
         // 4. Queued with 1: (Ġ,aa) < (Ġ,ab) < (Ġ,aaa) by ids; (Ġ,aa) is stale (0), then
         //    (Ġ,ab) → Ġab, then (Ġ,aaa) → Ġaaa. Only count-0 pairs remain: training stops.
         let trained = train_texts(config(1000), "gpt2", &["aaa aaa", "ab ab", "ab"]);
-        let expected = pairs(&[("a", "a"), ("a", "b"), ("aa", "a"), ("Ġ", "ab"), ("Ġ", "aaa")]);
+        let expected = pairs(&[
+            ("a", "a"),
+            ("a", "b"),
+            ("aa", "a"),
+            ("Ġ", "ab"),
+            ("Ġ", "aaa"),
+        ]);
         assert_eq!(merge_strings(&trained), expected);
-        let learned: Vec<(String, u32)> = trained.vocab[256..].iter().map(|(b, id)| (byte_level::encode(b), *id)).collect();
-        let want: Vec<(String, u32)> = [("aa", 256), ("ab", 257), ("aaa", 258), ("Ġab", 259), ("Ġaaa", 260)]
+        let learned: Vec<(String, u32)> = trained.vocab[256..]
             .iter()
-            .map(|(s, id)| (s.to_string(), *id))
+            .map(|(b, id)| (byte_level::encode(b), *id))
             .collect();
+        let want: Vec<(String, u32)> = [
+            ("aa", 256),
+            ("ab", 257),
+            ("aaa", 258),
+            ("Ġab", 259),
+            ("Ġaaa", 260),
+        ]
+        .iter()
+        .map(|(s, id)| (s.to_string(), *id))
+        .collect();
         assert_eq!(learned, want);
         BpeModel::from_merges(trained.vocab, trained.merges, false, "test").unwrap();
     }
@@ -393,7 +497,13 @@ mod tests {
         cfg.special_tokens = vec!["ab".into(), "!".into()];
         let trained = train_texts(cfg, "gpt2", &["ab ab ab"]);
         // Words [a b] x1, [Ġ a b] x2: (a,b) 3 wins and makes "ab", which is special 0.
-        assert_eq!(trained.merges[0], (trained.vocab.iter().find(|(b, _)| b == b"a").unwrap().1, trained.vocab.iter().find(|(b, _)| b == b"b").unwrap().1));
+        assert_eq!(
+            trained.merges[0],
+            (
+                trained.vocab.iter().find(|(b, _)| b == b"a").unwrap().1,
+                trained.vocab.iter().find(|(b, _)| b == b"b").unwrap().1
+            )
+        );
         assert!(trained.vocab.contains(&(b"ab".to_vec(), 0)));
         // "!" is special 1 and also the byte 0x21; the alphabet starts after it at '"'.
         assert!(trained.vocab.contains(&(b"!".to_vec(), 1)));
@@ -403,7 +513,9 @@ mod tests {
         assert_eq!(trained.vocab.last().unwrap(), &(b" ab".to_vec(), 257));
         // The shared ids make one tokenizer: "!" and "ab" encode to the same id as text or as
         // allowed specials, and every id decodes to its bytes.
-        let tok = trained.into_tokenizer(PreTokenizer::new("gpt2").unwrap()).unwrap();
+        let tok = trained
+            .into_tokenizer(PreTokenizer::new("gpt2").unwrap())
+            .unwrap();
         let as_text = tok.encode("ab!", &AllowedSpecial::None).unwrap();
         assert_eq!(as_text, vec![0, 1]);
         assert_eq!(tok.encode("ab!", &AllowedSpecial::All).unwrap(), as_text);
@@ -441,14 +553,25 @@ mod tests {
         let lines = botchan_lines();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let dir = TempDir::new("trainer-threads");
-        let paths: Vec<PathBuf> = lines.chunks(500).enumerate().map(|(i, c)| dir.file(&format!("{i}.txt"), c.concat().as_bytes())).collect();
+        let paths: Vec<PathBuf> = lines
+            .chunks(500)
+            .enumerate()
+            .map(|(i, c)| dir.file(&format!("{i}.txt"), c.concat().as_bytes()))
+            .collect();
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| {
-                let mut from_texts = BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
+                let mut from_texts =
+                    BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
                 from_texts.feed(&refs).unwrap();
-                let mut from_files = BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
-                from_files.feed_files(&paths, &CorpusOptions::default()).unwrap();
+                let mut from_files =
+                    BpeTrainer::new(config(2000), PreTokenizer::new("gpt2").unwrap()).unwrap();
+                from_files
+                    .feed_files(&paths, &CorpusOptions::default())
+                    .unwrap();
                 (from_texts.train().unwrap(), from_files.train().unwrap())
             })
         };
@@ -463,15 +586,27 @@ mod tests {
     fn bad_configs_are_rejected() {
         let pre = || PreTokenizer::new("gpt2").unwrap();
         let err = BpeTrainer::new(config(255), pre()).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("at least 256"), "{err}");
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("at least 256"),
+            "{err}"
+        );
         let mut cfg = config(257);
         cfg.special_tokens = vec!["<a>".into(), "<b>".into()];
-        assert!(BpeTrainer::new(cfg.clone(), pre()).unwrap_err().to_string().contains("at least 258"));
+        assert!(BpeTrainer::new(cfg.clone(), pre())
+            .unwrap_err()
+            .to_string()
+            .contains("at least 258"));
         cfg.vocab_size = 300;
         cfg.special_tokens = vec!["<a>".into(), "<a>".into()];
-        assert!(BpeTrainer::new(cfg.clone(), pre()).unwrap_err().to_string().contains("twice"));
+        assert!(BpeTrainer::new(cfg.clone(), pre())
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
         cfg.special_tokens = vec!["".into()];
-        assert!(BpeTrainer::new(cfg, pre()).unwrap_err().to_string().contains("empty"));
+        assert!(BpeTrainer::new(cfg, pre())
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
     }
 
     #[test]
@@ -483,7 +618,11 @@ mod tests {
     }
 
     fn botchan_lines() -> Vec<String> {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora/text/botchan.txt")).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/corpora/text/botchan.txt"
+        ))
+        .unwrap();
         text.split_inclusive('\n').map(str::to_string).collect()
     }
 
@@ -495,16 +634,25 @@ mod tests {
 
         let dir = TempDir::new("trainer-files");
         let third = lines.len() / 3;
-        let records: String = lines[third..2 * third].iter().map(|l| serde_json::json!({ "text": l }).to_string() + "\n").collect();
+        let records: String = lines[third..2 * third]
+            .iter()
+            .map(|l| serde_json::json!({ "text": l }).to_string() + "\n")
+            .collect();
         let paths = [
             dir.file("a.txt", lines[..third].concat().as_bytes()),
             dir.file("b.jsonl.gz", &gzip(records.as_bytes())),
             dir.file("c.txt.zst", &zstd(lines[2 * third..].concat().as_bytes())),
         ];
-        let mut trainer = BpeTrainer::new(config(1500), PreTokenizer::new("gpt2").unwrap()).unwrap();
-        let report = trainer.feed_files(&paths, &CorpusOptions::default()).unwrap();
+        let mut trainer =
+            BpeTrainer::new(config(1500), PreTokenizer::new("gpt2").unwrap()).unwrap();
+        let report = trainer
+            .feed_files(&paths, &CorpusOptions::default())
+            .unwrap();
         assert_eq!(report.documents, lines.len() as u64);
-        assert_eq!(report.bytes, lines.iter().map(|l| l.len() as u64).sum::<u64>());
+        assert_eq!(
+            report.bytes,
+            lines.iter().map(|l| l.len() as u64).sum::<u64>()
+        );
         assert_eq!(trainer.train().unwrap(), expected);
     }
 
@@ -514,21 +662,44 @@ mod tests {
         let pre = || PreTokenizer::new("gpt2").unwrap();
         let empty = [dir.file("empty.txt", b""), dir.file("empty.jsonl", b"\n\n")];
         let mut trainer = BpeTrainer::new(config(300), pre()).unwrap();
-        let report = trainer.feed_files(&empty, &CorpusOptions::default()).unwrap();
-        assert_eq!((report.files, report.empty_files, report.documents), (2, 1, 0));
+        let report = trainer
+            .feed_files(&empty, &CorpusOptions::default())
+            .unwrap();
+        assert_eq!(
+            (report.files, report.empty_files, report.documents),
+            (2, 1, 0)
+        );
         let err = trainer.train().unwrap_err();
-        assert!(matches!(err, Error::Corpus(_)) && !err.to_string().contains('\n'), "{err}");
+        assert!(
+            matches!(err, Error::Corpus(_)) && !err.to_string().contains('\n'),
+            "{err}"
+        );
 
         let bad = dir.file("bad.txt", b"ok\nnot \xff ok\n");
         let mut trainer = BpeTrainer::new(config(300), pre()).unwrap();
-        let strict = CorpusOptions { strict: true, ..CorpusOptions::default() };
-        let err = trainer.feed_files(std::slice::from_ref(&bad), &strict).unwrap_err();
-        assert!(matches!(err, Error::Corpus(_)) && err.to_string().contains("bad.txt:2"), "{err}");
-        let report = trainer.feed_files(&[bad], &CorpusOptions::default()).unwrap();
+        let strict = CorpusOptions {
+            strict: true,
+            ..CorpusOptions::default()
+        };
+        let err = trainer
+            .feed_files(std::slice::from_ref(&bad), &strict)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Corpus(_)) && err.to_string().contains("bad.txt:2"),
+            "{err}"
+        );
+        let report = trainer
+            .feed_files(&[bad], &CorpusOptions::default())
+            .unwrap();
         assert_eq!(report.invalid_utf8_documents, 1);
 
-        let err = trainer.feed_files(&[dir.0.join("missing.txt")], &CorpusOptions::default()).unwrap_err();
-        assert!(matches!(err, Error::Io { .. }) && err.to_string().contains("missing.txt"), "{err}");
+        let err = trainer
+            .feed_files(&[dir.0.join("missing.txt")], &CorpusOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Io { .. }) && err.to_string().contains("missing.txt"),
+            "{err}"
+        );
     }
 
     /// Counting must be linear in the piece length: a single 8 MB piece (one line, no spaces)
@@ -550,6 +721,9 @@ mod tests {
 
     #[test]
     fn dedup_keeps_the_later_place() {
-        assert_eq!(dedup_merges(vec![(1, 2), (3, 4), (1, 2), (5, 6)]), vec![(3, 4), (1, 2), (5, 6)]);
+        assert_eq!(
+            dedup_merges(vec![(1, 2), (3, 4), (1, 2), (5, 6)]),
+            vec![(3, 4), (1, 2), (5, 6)]
+        );
     }
 }

@@ -64,7 +64,12 @@ pub(crate) struct TokenTable {
 
 impl TokenTable {
     pub(crate) fn new(special_tokens: &[String]) -> Self {
-        let mut table = TokenTable { ids: FxHashMap::default(), bytes: Vec::new(), lens: Vec::new(), ordinary: Vec::new() };
+        let mut table = TokenTable {
+            ids: FxHashMap::default(),
+            bytes: Vec::new(),
+            lens: Vec::new(),
+            ordinary: Vec::new(),
+        };
         for special in special_tokens {
             let id = table.bytes.len() as u32;
             // HF keeps one string -> id map for all tokens, with ordinary tokens written in
@@ -74,7 +79,9 @@ impl TokenTable {
             if let Some(b) = &bytes {
                 table.ids.insert(b.clone(), id);
             }
-            table.lens.push(bytes.as_ref().map_or(0, |b| b.len() as u32));
+            table
+                .lens
+                .push(bytes.as_ref().map_or(0, |b| b.len() as u32));
             table.bytes.push(bytes);
             table.ordinary.push(false);
         }
@@ -109,7 +116,11 @@ impl TokenTable {
     }
 
     fn concat(&mut self, left: u32, right: u32) -> u32 {
-        let get = |id: u32| self.bytes[id as usize].as_deref().expect("merged tokens are ordinary");
+        let get = |id: u32| {
+            self.bytes[id as usize]
+                .as_deref()
+                .expect("merged tokens are ordinary")
+        };
         let joined = [get(left), get(right)].concat();
         self.intern(&joined)
     }
@@ -124,7 +135,14 @@ impl TokenTable {
             .into_iter()
             .zip(self.ordinary)
             .enumerate()
-            .filter_map(|(id, (bytes, ordinary))| ordinary.then(|| (bytes.expect("ordinary tokens have bytes").into_vec(), id as u32)))
+            .filter_map(|(id, (bytes, ordinary))| {
+                ordinary.then(|| {
+                    (
+                        bytes.expect("ordinary tokens have bytes").into_vec(),
+                        id as u32,
+                    )
+                })
+            })
             .collect()
     }
 }
@@ -165,7 +183,10 @@ impl PartialOrd for Candidate {
 impl Ord for Candidate {
     /// Highest count first, then the smaller pair, then the older candidate.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.count.cmp(&other.count).then(other.pair.cmp(&self.pair)).then(other.seq.cmp(&self.seq))
+        self.count
+            .cmp(&other.count)
+            .then(other.pair.cmp(&self.pair))
+            .then(other.seq.cmp(&self.seq))
     }
 }
 
@@ -206,7 +227,9 @@ impl CandidateHeap {
                 break;
             }
             let children = first_child..(first_child + Self::ARITY).min(self.nodes.len());
-            let best = children.max_by(|&a, &b| self.nodes[a].cmp(&self.nodes[b])).expect("at least one child");
+            let best = children
+                .max_by(|&a, &b| self.nodes[a].cmp(&self.nodes[b]))
+                .expect("at least one child");
             if self.nodes[best] <= self.nodes[at] {
                 break;
             }
@@ -326,12 +349,21 @@ impl Rewrite<'_> {
     /// adding the count changes of the neighbouring pairs to `deltas` and the pairs made, with
     /// the word's offset, to `made`.
     #[inline]
-    fn apply(&self, word: &mut [u32], offset: u32, deltas: &mut FxHashMap<u64, i64>, made: &mut MadePairs) {
+    fn apply(
+        &self,
+        word: &mut [u32],
+        offset: u32,
+        deltas: &mut FxHashMap<u64, i64>,
+        made: &mut MadePairs,
+    ) {
         let len = word[0] as usize;
         let weight = (word[1] as u64 | (word[2] as u64) << 32) as i64;
         let syms = &mut word[HEADER..HEADER + len];
         // Words listed for a pair may no longer hold it; find the first match before writing.
-        let Some(first) = syms.windows(2).position(|w| w[0] == self.left && w[1] == self.right) else {
+        let Some(first) = syms
+            .windows(2)
+            .position(|w| w[0] == self.left && w[1] == self.right)
+        else {
             return;
         };
         let mut add = |pair: u64, d: i64| *deltas.entry(pair).or_insert(0) += d;
@@ -392,7 +424,10 @@ impl SharedSymbols {
     unsafe fn word(&self, offset: u32) -> &mut [u32] {
         let start = offset as usize;
         let len = HEADER + *self.ptr.add(start) as usize;
-        assert!(start + len <= self.len, "word offsets stay inside the vector");
+        assert!(
+            start + len <= self.len,
+            "word offsets stay inside the vector"
+        );
         std::slice::from_raw_parts_mut(self.ptr.add(start), len)
     }
 }
@@ -406,8 +441,17 @@ impl Words {
 
     /// Applies `rewrite` to the `listed` words (strictly increasing offsets), adding the pair
     /// count changes to `deltas` and the pairs made to `made`.
-    fn rewrite(&mut self, listed: &[u32], rewrite: &Rewrite, deltas: &mut FxHashMap<u64, i64>, made: &mut MadePairs) {
-        debug_assert!(listed.windows(2).all(|w| w[0] < w[1]), "candidate word lists are strictly increasing");
+    fn rewrite(
+        &mut self,
+        listed: &[u32],
+        rewrite: &Rewrite,
+        deltas: &mut FxHashMap<u64, i64>,
+        made: &mut MadePairs,
+    ) {
+        debug_assert!(
+            listed.windows(2).all(|w| w[0] < w[1]),
+            "candidate word lists are strictly increasing"
+        );
         let threads = rayon::current_num_threads();
         if listed.len() < PARALLEL_MIN_WORDS || threads == 1 {
             for (i, &w) in listed.iter().enumerate() {
@@ -418,7 +462,10 @@ impl Words {
             }
             return;
         }
-        let shared = SharedSymbols { ptr: self.symbols.as_mut_ptr(), len: self.symbols.len() };
+        let shared = SharedSymbols {
+            ptr: self.symbols.as_mut_ptr(),
+            len: self.symbols.len(),
+        };
         let chunk = listed.len().div_ceil(threads * 4);
         let parts: Vec<ChunkChanges> = listed
             .par_chunks(chunk)
@@ -458,16 +505,25 @@ fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> Start {
     let total = pieces.key_bytes() + HEADER * pieces.len();
     // Word offsets are u32; 4 billion symbols would be 16 GB of words, far beyond any corpus
     // whose distinct pre-tokens fit in memory to begin with.
-    assert!(total < u32::MAX as usize, "distinct pre-tokens too large to train on (over 4 billion bytes)");
-    let mut words = Words { symbols: Vec::with_capacity(total) };
+    assert!(
+        total < u32::MAX as usize,
+        "distinct pre-tokens too large to train on (over 4 billion bytes)"
+    );
+    let mut words = Words {
+        symbols: Vec::with_capacity(total),
+    };
     // Every initial pair is two bytes, so dense tables indexed by `b0 << 8 | b1` replace maps.
     let mut totals = vec![0i64; 1 << 16];
     let mut word_counts = vec![0u32; 1 << 16];
     let mut last_word = vec![u32::MAX; 1 << 16];
     for (piece, count) in pieces.iter() {
         let offset = words.symbols.len() as u32;
-        words.symbols.extend([piece.len() as u32, count as u32, (count >> 32) as u32]);
-        words.symbols.extend(piece.iter().map(|&b| byte_ids[b as usize]));
+        words
+            .symbols
+            .extend([piece.len() as u32, count as u32, (count >> 32) as u32]);
+        words
+            .symbols
+            .extend(piece.iter().map(|&b| byte_ids[b as usize]));
         for pair in piece.windows(2) {
             let i = (pair[0] as usize) << 8 | pair[1] as usize;
             totals[i] += count as i64;
@@ -477,7 +533,10 @@ fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> Start {
             }
         }
     }
-    let mut listed: Vec<Vec<u32>> = word_counts.iter().map(|&c| Vec::with_capacity(c as usize)).collect();
+    let mut listed: Vec<Vec<u32>> = word_counts
+        .iter()
+        .map(|&c| Vec::with_capacity(c as usize))
+        .collect();
     last_word.fill(u32::MAX);
     let mut offset = 0u32;
     for (piece, _) in pieces.iter() {
@@ -490,13 +549,23 @@ fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> Start {
         }
         offset += (HEADER + piece.len()) as u32;
     }
-    let mut start = Start { words, pair_counts: FxHashMap::default(), queue: CandidateHeap::default(), lists: WordLists::default() };
+    let mut start = Start {
+        words,
+        pair_counts: FxHashMap::default(),
+        queue: CandidateHeap::default(),
+        lists: WordLists::default(),
+    };
     for (i, words_of_pair) in listed.into_iter().enumerate() {
         if totals[i] > 0 {
             let pair = pack(byte_ids[i >> 8], byte_ids[i & 0xff]);
             start.pair_counts.insert(pair, totals[i]);
             let list = start.lists.add(words_of_pair);
-            start.queue.push(Candidate { count: totals[i] as u64, pair, seq: i as u32, list });
+            start.queue.push(Candidate {
+                count: totals[i] as u64,
+                pair,
+                seq: i as u32,
+                list,
+            });
         }
     }
     start
@@ -504,8 +573,18 @@ fn initial_state(pieces: &PieceCounter, byte_ids: &[u32; 256]) -> Start {
 
 /// Learns merges from `pieces` (consumed: its memory is given back once the words are built),
 /// adding the new tokens to `tokens`. Returns every merge in the order made, repeats included.
-pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits: &MergeLimits, progress: &indicatif::ProgressBar) -> Vec<(u32, u32)> {
-    let Start { mut words, mut pair_counts, mut queue, mut lists } = initial_state(&pieces, &tokens.byte_ids());
+pub(crate) fn learn_merges(
+    pieces: PieceCounter,
+    tokens: &mut TokenTable,
+    limits: &MergeLimits,
+    progress: &indicatif::ProgressBar,
+) -> Vec<(u32, u32)> {
+    let Start {
+        mut words,
+        mut pair_counts,
+        mut queue,
+        mut lists,
+    } = initial_state(&pieces, &tokens.byte_ids());
     drop(pieces);
     let mut next_seq = 1u32 << 16;
     let mut merges = Vec::new();
@@ -533,7 +612,13 @@ pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits
         let (left, right) = unpack(top.pair);
         let new_id = tokens.concat(left, right);
         merges.push((left, right));
-        let rewrite = Rewrite { left, right, new_id, lens: &tokens.lens, max_token_length: limits.max_token_length };
+        let rewrite = Rewrite {
+            left,
+            right,
+            new_id,
+            lens: &tokens.lens,
+            max_token_length: limits.max_token_length,
+        };
         let listed = lists.take(top.list);
         words.rewrite(&listed, &rewrite, &mut deltas, &mut made);
         drop(listed);
@@ -550,7 +635,12 @@ pub(crate) fn learn_merges(pieces: PieceCounter, tokens: &mut TokenTable, limits
             let count = deltas[&pair];
             if count > 0 {
                 let list = lists.add(offsets);
-                queue.push(Candidate { count: count as u64, pair, seq: next_seq, list });
+                queue.push(Candidate {
+                    count: count as u64,
+                    pair,
+                    seq: next_seq,
+                    list,
+                });
                 next_seq = next_seq.wrapping_add(1);
             }
         }

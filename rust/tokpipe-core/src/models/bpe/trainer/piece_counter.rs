@@ -85,7 +85,9 @@ impl PieceCounter {
         let hash = hash_piece(head, piece);
         let arena = &self.arena;
         let matches = |s: &Slot| {
-            s.head == head && s.len as usize == piece.len() && (piece.len() <= 8 || key_of(arena, s)[8..] == piece[8..])
+            s.head == head
+                && s.len as usize == piece.len()
+                && (piece.len() <= 8 || key_of(arena, s)[8..] == piece[8..])
         };
         if let Some(slot) = self.table.find_mut(hash, matches) {
             slot.count += n;
@@ -93,7 +95,12 @@ impl PieceCounter {
         }
         // Pieces come from text cut at most at line length, far below 4 GiB.
         let len = u32::try_from(piece.len()).expect("a pre-token longer than 4 GiB");
-        let slot = Slot { head, start: self.arena.len() as u64, len, count: n };
+        let slot = Slot {
+            head,
+            start: self.arena.len() as u64,
+            len,
+            count: n,
+        };
         self.arena.extend_from_slice(piece);
         let arena = &self.arena;
         self.table.insert_unique(hash, slot, |s| rehash(arena, s));
@@ -128,7 +135,9 @@ impl PieceCounter {
     /// rarer piece misses twice. A batch's own table stays small and cached, and each of its
     /// distinct pieces then costs the big table one lookup instead of one per occurrence.
     pub(crate) fn drain_into(&mut self, total: &mut PieceCounter) {
-        total.table.reserve(self.len().min(1 << 16), |s| rehash(&total.arena, s));
+        total
+            .table
+            .reserve(self.len().min(1 << 16), |s| rehash(&total.arena, s));
         for slot in self.table.iter() {
             total.add(key_of(&self.arena, slot), slot.count);
         }
@@ -152,14 +161,26 @@ mod tests {
             let bytes: Vec<u8> = (1..=n as u8).collect();
             let mut want = [0u8; 8];
             want[..n.min(8)].copy_from_slice(&bytes[..n.min(8)]);
-            assert_eq!(super::head_of(&bytes), u64::from_le_bytes(want), "length {n}");
+            assert_eq!(
+                super::head_of(&bytes),
+                u64::from_le_bytes(want),
+                "length {n}"
+            );
         }
     }
 
     #[test]
     fn counts_and_absorbs() {
         let mut a = PieceCounter::default();
-        for p in ["ab", "cd", "ab", "xyz", "a longer piece", "a longer piecf", "a longer piece"] {
+        for p in [
+            "ab",
+            "cd",
+            "ab",
+            "xyz",
+            "a longer piece",
+            "a longer piecf",
+            "a longer piece",
+        ] {
             a.add(p.as_bytes(), 1);
         }
         let mut b = PieceCounter::default();
@@ -172,8 +193,17 @@ mod tests {
         a.absorb(b);
         let mut all: Vec<(Vec<u8>, u64)> = a.iter().map(|(k, c)| (k.to_vec(), c)).collect();
         all.sort();
-        let want: Vec<(Vec<u8>, u64)> =
-            [("a longer piece", 2), ("a longer piecf", 1), ("ab", 2), ("cd", 7), ("new", 2), ("xyz", 1)].iter().map(|(k, c)| (k.as_bytes().to_vec(), *c)).collect();
+        let want: Vec<(Vec<u8>, u64)> = [
+            ("a longer piece", 2),
+            ("a longer piecf", 1),
+            ("ab", 2),
+            ("cd", 7),
+            ("new", 2),
+            ("xyz", 1),
+        ]
+        .iter()
+        .map(|(k, c)| (k.as_bytes().to_vec(), *c))
+        .collect();
         assert_eq!(all, want);
         assert_eq!(a.key_bytes(), 2 + 2 + 3 + 14 + 14 + 3);
     }
