@@ -32,7 +32,12 @@ pub fn c4_quality<'py>(
     filter_javascript: bool,
     filter_curly_bracket: bool,
     filter_policy: bool,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<u64>)> {
+) -> PyResult<(
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Vec<u64>,
+)> {
     let params = C4Params {
         remove_citations,
         filter_no_terminal_punct,
@@ -46,7 +51,8 @@ pub fn c4_quality<'py>(
     };
     let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
     let (out_offsets, out) = py.detach(|| -> PyResult<_> {
-        let column = StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column =
+            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
         let out = c4_column(&column, &params);
         let out_offsets = if wide {
             le_bytes(&out.offsets, i64::to_le_bytes)
@@ -75,7 +81,8 @@ pub fn c4_badwords<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
     let found = py.detach(|| -> PyResult<Vec<u8>> {
-        let column = StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column =
+            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
         Ok(badwords_column(&column, &words, word_boundaries))
     })?;
     Ok(PyBytes::new(py, &found))
@@ -93,8 +100,12 @@ pub fn fineweb_stats<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
     let stats = py.detach(|| -> PyResult<Vec<u8>> {
-        let column = StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
-        Ok(le_bytes(&fineweb_column(&column, &stop_chars, short_line_length), u64::to_le_bytes))
+        let column =
+            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        Ok(le_bytes(
+            &fineweb_column(&column, &stop_chars, short_line_length),
+            u64::to_le_bytes,
+        ))
     })?;
     Ok(PyBytes::new(py, &stats))
 }

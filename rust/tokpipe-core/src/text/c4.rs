@@ -79,7 +79,9 @@ fn remove_citations(line: &str, out: &mut String) {
     while let Some(open) = rest.find('[') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        let digits = after.find(|c: char| !c.is_numeric() || !is_decimal(c)).unwrap_or(after.len());
+        let digits = after
+            .find(|c: char| !c.is_numeric() || !is_decimal(c))
+            .unwrap_or(after.len());
         let skip = if after[digits..].starts_with(']') {
             Some(digits + 1)
         } else if after.starts_with("edit]") {
@@ -253,25 +255,35 @@ fn is_word_char(c: char) -> bool {
 /// `word_boundaries`, only where flanked by non-word characters or the text's ends, as C4's
 /// `(?:\W|^)(w1|w2|...)(?:\W|$)`. One byte per row, 1 when found.
 pub fn badwords_column(column: &StrColumn, words: &[String], word_boundaries: bool) -> Vec<u8> {
-    let words: Vec<&str> = words.iter().map(|w| w.as_str()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = words
+        .iter()
+        .map(|w| w.as_str())
+        .filter(|w| !w.is_empty())
+        .collect();
     let n = column.len();
     let mut found = vec![0u8; n];
     if words.is_empty() {
         return found;
     }
     let ac = AhoCorasick::new(&words).expect("an Aho-Corasick automaton of the word list");
-    found.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
-        let mut lower = String::new();
-        for (j, slot) in chunk.iter_mut().enumerate() {
-            lower_into(column.get(task * ROWS_PER_TASK + j), &mut lower);
-            let hit = ac.find_overlapping_iter(lower.as_str()).any(|m| {
-                !word_boundaries
-                    || (!lower[..m.start()].chars().next_back().is_some_and(is_word_char)
-                        && !lower[m.end()..].chars().next().is_some_and(is_word_char))
-            });
-            *slot = u8::from(hit);
-        }
-    });
+    found
+        .par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let mut lower = String::new();
+            for (j, slot) in chunk.iter_mut().enumerate() {
+                lower_into(column.get(task * ROWS_PER_TASK + j), &mut lower);
+                let hit = ac.find_overlapping_iter(lower.as_str()).any(|m| {
+                    !word_boundaries
+                        || (!lower[..m.start()]
+                            .chars()
+                            .next_back()
+                            .is_some_and(is_word_char)
+                            && !lower[m.end()..].chars().next().is_some_and(is_word_char))
+                });
+                *slot = u8::from(hit);
+            }
+        });
     found
 }
 
@@ -294,7 +306,13 @@ mod tests {
         let text = "Menu\nThe cat sat on the mat. It purred.\nShe left. He stayed. They slept.\nEnable javascript to see this.\nWe all went home.";
         assert_eq!(c4_document(text, &p, &mut out, &mut stats), C4Drop::Kept);
         assert_eq!(out, "The cat sat on the mat. It purred.\nShe left. He stayed. They slept.\nWe all went home.");
-        assert_eq!(c4_document("Some {code} here, you see.", &p, &mut out, &mut stats), C4Drop::CurlyBracket);
-        assert_eq!(c4_document("One short line.", &p, &mut out, &mut stats), C4Drop::TooFewSentences);
+        assert_eq!(
+            c4_document("Some {code} here, you see.", &p, &mut out, &mut stats),
+            C4Drop::CurlyBracket
+        );
+        assert_eq!(
+            c4_document("One short line.", &p, &mut out, &mut stats),
+            C4Drop::TooFewSentences
+        );
     }
 }

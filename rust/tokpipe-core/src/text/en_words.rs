@@ -85,21 +85,80 @@ fn kind_of(token: &str) -> Kind {
 fn is_list_punct(c: char) -> bool {
     matches!(
         c,
-        '…' | ',' | ':' | ';' | '!' | '?' | '¿' | '؟' | '¡' | '(' | ')' | '[' | ']' | '{' | '}'
-            | '<' | '>' | '_' | '#' | '*' | '&' | '。' | '？' | '！' | '，' | '、' | '；' | '：'
-            | '～' | '·' | '।' | '،' | '۔' | '؛' | '٪'
+        '…' | ','
+            | ':'
+            | ';'
+            | '!'
+            | '?'
+            | '¿'
+            | '؟'
+            | '¡'
+            | '('
+            | ')'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '<'
+            | '>'
+            | '_'
+            | '#'
+            | '*'
+            | '&'
+            | '。'
+            | '？'
+            | '！'
+            | '，'
+            | '、'
+            | '；'
+            | '：'
+            | '～'
+            | '·'
+            | '।'
+            | '،'
+            | '۔'
+            | '؛'
+            | '٪'
     )
 }
 fn is_quote(c: char) -> bool {
     matches!(
         c,
-        '\'' | '"' | '”' | '“' | '`' | '‘' | '´' | '’' | '‚' | ',' | '„' | '»' | '«' | '「' | '」'
-            | '『' | '』' | '（' | '）' | '〔' | '〕' | '【' | '】' | '《' | '》' | '〈' | '〉'
-            | '⟦' | '⟧'
+        '\'' | '"'
+            | '”'
+            | '“'
+            | '`'
+            | '‘'
+            | '´'
+            | '’'
+            | '‚'
+            | ','
+            | '„'
+            | '»'
+            | '«'
+            | '「'
+            | '」'
+            | '『'
+            | '』'
+            | '（'
+            | '）'
+            | '〔'
+            | '〕'
+            | '【'
+            | '】'
+            | '《'
+            | '》'
+            | '〈'
+            | '〉'
+            | '⟦'
+            | '⟧'
     )
 }
 fn is_currency(c: char) -> bool {
-    matches!(c, '$' | '£' | '€' | '¥' | '฿' | '﷼' | '\u{20A0}'..='\u{20BF}')
+    matches!(
+        c,
+        '$' | '£' | '€' | '¥' | '฿' | '﷼' | '\u{20A0}'..='\u{20BF}'
+    )
 }
 fn is_hyphen(c: char) -> bool {
     matches!(c, '-' | '–' | '—' | '~')
@@ -113,8 +172,8 @@ fn is_lowerish(c: char) -> bool {
 const UNITS: &[&str] = &[
     "km", "km²", "km³", "m", "m²", "m³", "dm", "dm²", "dm³", "cm", "cm²", "cm³", "mm", "mm²",
     "mm³", "ha", "µm", "nm", "yd", "in", "ft", "kg", "g", "mg", "µg", "t", "lb", "oz", "m/s",
-    "km/h", "kmh", "mph", "hPa", "Pa", "mbar", "mb", "MB", "kb", "KB", "gb", "GB", "tb", "TB",
-    "T", "G", "M", "K", "%",
+    "km/h", "kmh", "mph", "hPa", "Pa", "mbar", "mb", "MB", "kb", "KB", "gb", "GB", "tb", "TB", "T",
+    "G", "M", "K", "%",
 ];
 
 fn prefix_len(s: &str) -> usize {
@@ -127,7 +186,11 @@ fn prefix_len(s: &str) -> usize {
         return 2;
     }
     if c == '+' {
-        return if it.next().is_some_and(|d| d.is_ascii_digit()) { 0 } else { 1 };
+        return if it.next().is_some_and(|d| d.is_ascii_digit()) {
+            0
+        } else {
+            1
+        };
     }
     if c == '.' {
         let dots = s.bytes().take_while(|&b| b == b'.').count();
@@ -147,7 +210,9 @@ fn prefix_len(s: &str) -> usize {
 /// The longest suffix any of spaCy's suffix rules matches (its regex search finds the
 /// leftmost match anchored at the end, that is the longest).
 fn suffix_len(s: &str) -> usize {
-    let Some(last) = s.chars().next_back() else { return 0 };
+    let Some(last) = s.chars().next_back() else {
+        return 0;
+    };
     let mut best = 0usize;
     let before = |n: usize| s[..s.len() - n].chars().next_back();
     let digit_before = |n: usize| before(n).is_some_and(|c| c.is_ascii_digit());
@@ -188,7 +253,9 @@ fn suffix_len(s: &str) -> usize {
         let split = match b1 {
             Some(c) if matches!(c, 'F' | 'f' | 'C' | 'c' | 'K' | 'k') && b2 == Some('°') => true,
             Some(c) if c.is_ascii_digit() || is_lowerish(c) => true,
-            Some(c) if "%²-+…".contains(c) || is_list_punct(c) || is_quote(c) || c == '|' => true,
+            Some(c) if "%²-+…".contains(c) || is_list_punct(c) || is_quote(c) || c == '|' => {
+                true
+            }
             Some(c) if c.is_uppercase() => b2.is_some_and(|d| d.is_uppercase()),
             _ => false,
         };
@@ -235,10 +302,17 @@ fn infixes(s: &str, emit: &mut impl FnMut(Kind)) {
             && next.is_some_and(|q| q.is_ascii_digit() || q == '-')
         {
             len_chars = 1;
-        } else if c == ',' && prev.is_some_and(char::is_alphabetic) && next.is_some_and(char::is_alphabetic) {
+        } else if c == ','
+            && prev.is_some_and(char::is_alphabetic)
+            && next.is_some_and(char::is_alphabetic)
+        {
             len_chars = 1;
         } else if is_hyphen(c) && prev.is_some_and(|p| p.is_alphabetic() || p.is_ascii_digit()) {
-            let run = chars[i..].iter().take_while(|&&(_, c)| is_hyphen(c)).count().min(3);
+            let run = chars[i..]
+                .iter()
+                .take_while(|&&(_, c)| is_hyphen(c))
+                .count()
+                .min(3);
             if chars.get(i + run).is_some_and(|&(_, q)| q.is_alphabetic()) {
                 len_chars = run;
             }

@@ -50,14 +50,24 @@ pub fn fineweb_document(text: &str, stop_chars: &[String], short_line_length: us
 }
 
 /// The statistics of every row, field-major: `FIELDS.len()` arrays of `column.len()` u64.
-pub fn fineweb_column(column: &StrColumn, stop_chars: &[String], short_line_length: usize) -> Vec<u64> {
+pub fn fineweb_column(
+    column: &StrColumn,
+    stop_chars: &[String],
+    short_line_length: usize,
+) -> Vec<u64> {
     let n = column.len();
     let mut rows = vec![[0u64; 7]; n];
-    rows.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(task, chunk)| {
-        for (j, slot) in chunk.iter_mut().enumerate() {
-            *slot = fineweb_document(column.get(task * ROWS_PER_TASK + j), stop_chars, short_line_length);
-        }
-    });
+    rows.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            for (j, slot) in chunk.iter_mut().enumerate() {
+                *slot = fineweb_document(
+                    column.get(task * ROWS_PER_TASK + j),
+                    stop_chars,
+                    short_line_length,
+                );
+            }
+        });
     let mut out = vec![0u64; 7 * n];
     for (i, row) in rows.iter().enumerate() {
         for (f, v) in row.iter().enumerate() {

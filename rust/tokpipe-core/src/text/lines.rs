@@ -29,7 +29,14 @@ pub fn py_splitlines(s: &str) -> impl Iterator<Item = &str> {
             let b = bytes[i];
             let (brk, len) = match b {
                 b'\n' | 0x0b | 0x0c | 0x1c..=0x1e => (true, 1),
-                b'\r' => (true, if bytes.get(i + 1) == Some(&b'\n') { 2 } else { 1 }),
+                b'\r' => (
+                    true,
+                    if bytes.get(i + 1) == Some(&b'\n') {
+                        2
+                    } else {
+                        1
+                    },
+                ),
                 0xC2 if bytes.get(i + 1) == Some(&0x85) => (true, 2),
                 0xE2 if bytes.get(i + 1) == Some(&0x80)
                     && matches!(bytes.get(i + 2), Some(&0xA8) | Some(&0xA9)) =>
@@ -80,6 +87,9 @@ mod tests {
     #[test]
     fn strip_like_python() {
         assert_eq!(py_strip("\u{1f} a b\u{3000}\t"), "a b");
-        assert_eq!(py_words(" a  b\u{a0}c ").collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(
+            py_words(" a  b\u{a0}c ").collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
     }
 }
