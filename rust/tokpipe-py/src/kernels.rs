@@ -10,7 +10,7 @@ use tokpipe_core::text::keys::exact_keys;
 use tokpipe_core::text::{Offsets, StrColumn};
 
 /// The bytes of a C-contiguous buffer (a pyarrow Buffer, a numpy array, a memoryview).
-fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
+pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     if !buffer.is_c_contiguous() {
         return Err(PyValueError::new_err("the buffer is not contiguous"));
     }
@@ -23,7 +23,7 @@ fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
 }
 
 /// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
-fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
+pub(crate) fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
     // SAFETY: i32 and i64 have no invalid bit patterns; align_to only yields whole, aligned items.
     let misaligned =
         || PyValueError::new_err("the offsets buffer is not aligned for its integer type");

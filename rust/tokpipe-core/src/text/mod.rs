@@ -1,7 +1,12 @@
 //! Text kernels for the pipeline's stages, over Arrow string columns borrowed from Python:
 //! [`StrColumn`] is the zero-copy view, the other modules are the kernels.
 
+pub mod c4;
+mod en_special;
+pub mod en_words;
+pub mod fineweb;
 pub mod keys;
+pub mod lines;
 
 use crate::error::{Error, Result};
 

@@ -1,0 +1,187 @@
+"""``c4_quality``, ``c4_badwords`` and ``fineweb_quality``: the heuristic rules of C4 and
+FineWeb, with datatrove's parameter names, defaults, rule order and reasons.
+
+The rules run in Rust over the Arrow text buffers on all cores (``tokpipe._core``); English
+words and sentences are counted by a port of spaCy's English tokenizer and sentencizer, which
+is what datatrove uses for English (see ``rust/tokpipe-core/src/text/en_words.rs``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tokpipe import _core
+from tokpipe.errors import InvalidArgumentError
+from tokpipe.pipeline.base import Filter, Stage, StageResult, Verdict, register
+from tokpipe.pipeline.documents import TEXT, replace_text
+from tokpipe.pipeline.kernels import string_buffers
+
+__all__ = ["C4Quality", "C4BadWords", "FineWebQuality", "TERMINAL_PUNCTUATION"]
+
+_C4_REASONS = np.array(["", "lorem_ipsum", "curly_bracket", "too_few_sentences"], dtype=object)
+_C4_LINE_STATS = ("line-total", "line-filter-too_long_word", "line-filter-no_terminal_punc",
+                  "line-filter-too_few_words", "line-filter-javascript", "line-filter-policy", "line-kept")
+
+# datatrove.utils.text.TERMINAL_PUNCTUATION: FineWeb's default stop characters.
+TERMINAL_PUNCTUATION = tuple(sorted(
+    "᪩？⁈𑩂．꩞𑅃﹗𑂾\u1b7d፧𑅂꡶꘎⁉࠾᪨𑊩𑱂᱿𖩮᥅\U00011f43\U00011f44﹒𑈹𑈸።܂؞꛳\U00010f88𑗍𐩖𑙂\u061d꩟᠉\u1b7e𑗗᰼𑻸؟𑪜꧉𑗉𐽙𖫵𖬷܀꓿᜵𑗏𑁇𑗓"
+    "𑥄៖𑥆𑗑𑗒꯫۔𐩗\U00010f86꡷\u2e54｡៕߹⸮.𑇅࠹𛲟꫰꤯𐽗᭞𑜼፨𑃁꣏𑇟𖬸𑪛𑜾࠷𝪈?𑃀𑗃！։꣎॥𑗖᭛᠃!၊𖺘⁇𑗌𑑋𖭄᭟𑅁𑙁⸼꩝𑗋。꧈꫱𑜽𐽖𑂿᙮។꛷"
+    "\U00010f89៚᥄𑗕𑗎᪪᭚࠽𑇞𑗊𐽘\u2e53𑗔𖩯𑇍𑻷𐽕𑩃।𑗂𑇆𑁈။᱾𑱁꘏܁᜶‼𑈻‽᪫﹖𑑌𑈼\U00010f87𑗐៙᰻"))
+
+
+def _check_language(stage: str, language: str) -> None:
+    if language != "en":
+        raise InvalidArgumentError(f"{stage}: only English word and sentence splitting is built in "
+                                   f"(language: en), not {language!r}")
+
+
+@register
+class C4Quality(Stage):
+    """C4's rules as datatrove's ``C4QualityFilter`` applies them, line by line (lines are
+    ``str.splitlines()``, stripped): a line is dropped when it has a word over
+    ``max_word_length`` characters, does not end in terminal punctuation (``. ? ! " '``, not
+    ``...``), has fewer than ``min_words_per_line`` words, mentions javascript or a policy
+    phrase; the document is dropped (``lorem_ipsum``, ``curly_bracket``) when a kept line has
+    "lorem ipsum" or ``{``, or (``too_few_sentences``) when its kept lines hold fewer than
+    ``min_num_sentences`` sentences. Kept documents get the kept lines joined by newlines.
+    Wikipedia citations (``[1]``, ``[edit]``, ``[citation needed]``) are removed when
+    ``remove_citations``. ``-1`` disables a number."""
+
+    name = "c4_quality"
+
+    def __init__(self, split_paragraph: bool = True, remove_citations: bool = True,
+                 filter_no_terminal_punct: bool = True, min_num_sentences: int = 5, min_words_per_line: int = 3,
+                 max_word_length: int = 1000, filter_lorem_ipsum: bool = True, filter_javascript: bool = True,
+                 filter_curly_bracket: bool = True, filter_policy: bool = True, language: str = "en") -> None:
+        if not split_paragraph:
+            raise InvalidArgumentError("c4_quality: only split_paragraph: true (C4's line rules) is supported")
+        _check_language(self.name, language)
+        self.split_paragraph = split_paragraph
+        self.remove_citations = remove_citations
+        self.filter_no_terminal_punct = filter_no_terminal_punct
+        self.min_num_sentences = int(min_num_sentences)
+        self.min_words_per_line = int(min_words_per_line)
+        self.max_word_length = int(max_word_length)
+        self.filter_lorem_ipsum = filter_lorem_ipsum
+        self.filter_javascript = filter_javascript
+        self.filter_curly_bracket = filter_curly_bracket
+        self.filter_policy = filter_policy
+        self.language = language
+
+    def rewrite(self, text: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, dict[str, int]]:
+        """(new text, reason per row ("" when kept), line counts) for a string column."""
+        offsets, data, wide = string_buffers(text)
+        new_offsets, new_data, drops, line_stats = _core.c4_quality(
+            offsets, data, wide, self.remove_citations, self.filter_no_terminal_punct, self.min_num_sentences,
+            self.min_words_per_line, self.max_word_length, self.filter_lorem_ipsum, self.filter_javascript,
+            self.filter_curly_bracket, self.filter_policy)
+        n = len(offsets) - 1
+        array_type = pa.LargeStringArray if wide else pa.StringArray
+        new_text = array_type.from_buffers(n, pa.py_buffer(new_offsets), pa.py_buffer(new_data))
+        reasons = _C4_REASONS[np.frombuffer(drops, dtype=np.uint8)]
+        return new_text, reasons, dict(zip(_C4_LINE_STATS, line_stats))
+
+    def apply(self, batch: pa.RecordBatch) -> StageResult:
+        new_text, reasons, line_stats = self.rewrite(batch.column(TEXT))
+        self.stats.extra.update(line_stats)
+        mask = reasons == ""
+        result = self.reject(batch, mask, reasons)  # rejected documents keep their original text
+        kept_text = new_text.filter(pa.array(mask, type=pa.bool_()))
+        return StageResult(replace_text(result.kept, kept_text), result.rejected)
+
+
+@register
+class C4BadWords(Filter):
+    """C4's bad-words rule (datatrove's ``C4BadWordsFilter``): drops a document
+    (``document_removed_with_badwords``) whose lower-cased text contains one of ``badwords``
+    (a list, or ``badwords_file``: a path, one word or phrase a line), matched with
+    Aho-Corasick; with ``word_boundaries`` (C4's rule for all but ja, th, zh) only where
+    flanked by non-word characters. ``keep_fraction`` of such documents are kept at random
+    (``seed``)."""
+
+    name = "c4_badwords"
+
+    def __init__(self, badwords: list[str] | None = None, badwords_file: str | None = None,
+                 word_boundaries: bool = True, keep_fraction: float = 0.0, seed: int | None = None) -> None:
+        words = set(w.strip().lower() for w in (badwords or []))
+        if badwords_file is not None:
+            path = Path(badwords_file)
+            if not path.is_file():
+                raise InvalidArgumentError(f"c4_badwords: no badwords file at {path}")
+            words.update(line.strip().lower() for line in path.read_text(encoding="utf-8").splitlines())
+        words.discard("")
+        if not words:
+            raise InvalidArgumentError("c4_badwords: give badwords or badwords_file")
+        if not 0.0 <= keep_fraction <= 1.0:
+            raise InvalidArgumentError(f"c4_badwords: keep_fraction must be in [0, 1], not {keep_fraction}")
+        self.badwords = badwords
+        self.badwords_file = badwords_file
+        self.word_boundaries = word_boundaries
+        self.keep_fraction = keep_fraction
+        self.seed = seed
+        self._words = sorted(words)
+        self._rng = np.random.default_rng(seed)
+
+    def keep(self, batch: pa.RecordBatch) -> Verdict:
+        offsets, data, wide = string_buffers(batch.column(TEXT))
+        found = np.frombuffer(_core.c4_badwords(offsets, data, wide, self._words, self.word_boundaries),
+                              dtype=np.uint8).astype(bool)
+        keep = ~found
+        if self.keep_fraction > 0.0 and found.any():
+            keep[found] = self._rng.uniform(size=int(found.sum())) < self.keep_fraction
+        return keep, "document_removed_with_badwords"
+
+
+@register
+class FineWebQuality(Filter):
+    """FineWeb's rules as datatrove's ``FineWebQualityFilter`` applies them, in order, over the
+    text's non-blank lines (cut at ``\\n``): ``empty`` (no such line); ``line_punct_ratio``
+    (share of lines ending in one of ``stop_chars`` under ``line_punct_thr``, unless it is 0
+    and ``line_punct_exclude_zero``); ``short_line_ratio`` (share of lines of at most
+    ``short_line_length`` characters over ``short_line_thr``); ``char_dup_ratio`` (characters
+    of repeated lines over all characters but newlines, above ``char_duplicates_ratio``);
+    ``list_ratio`` (newlines per English word above ``new_line_ratio``)."""
+
+    name = "fineweb_quality"
+
+    def __init__(self, line_punct_thr: float = 0.12, line_punct_exclude_zero: bool = False,
+                 stop_chars: list[str] | None = None, short_line_thr: float = 0.67, short_line_length: int = 30,
+                 char_duplicates_ratio: float = 0.01, new_line_ratio: float = 0.3, language: str = "en") -> None:
+        _check_language(self.name, language)
+        self.line_punct_thr = line_punct_thr
+        self.line_punct_exclude_zero = line_punct_exclude_zero
+        self.stop_chars = list(stop_chars) if stop_chars is not None else None
+        self.short_line_thr = short_line_thr
+        self.short_line_length = int(short_line_length)
+        self.char_duplicates_ratio = char_duplicates_ratio
+        self.new_line_ratio = new_line_ratio
+        self.language = language
+
+    def statistics(self, text: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
+        offsets, data, wide = string_buffers(text)
+        stop = self.stop_chars if self.stop_chars is not None else list(TERMINAL_PUNCTUATION)
+        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length), dtype=np.uint64)
+        fields = ("lines", "punct_lines", "short_lines", "dup_line_chars", "chars", "newlines", "words")
+        n = len(offsets) - 1
+        return {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
+
+    def keep(self, batch: pa.RecordBatch) -> Verdict:
+        s = self.statistics(batch.column(TEXT))
+        n = len(s["lines"])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lines = np.maximum(s["lines"], 1)
+            punct = s["punct_lines"] / lines
+            rules = [
+                ("empty", s["lines"] == 0),
+                ("line_punct_ratio", (punct < self.line_punct_thr) & ~((punct == 0) & self.line_punct_exclude_zero)),
+                ("short_line_ratio", s["short_lines"] / lines > self.short_line_thr),
+                ("char_dup_ratio", s["dup_line_chars"] / np.maximum(s["chars"], 1) > self.char_duplicates_ratio),
+                ("list_ratio", s["newlines"] / np.maximum(s["words"], 1) > self.new_line_ratio),
+            ]
+        reasons = np.full(n, "", dtype=object)
+        for reason, failed in reversed(rules):  # the first failing rule wins
+            reasons[failed] = reason
+        return reasons == "", reasons
