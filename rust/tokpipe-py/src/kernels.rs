@@ -10,7 +10,7 @@ use tokpipe_core::text::keys::exact_keys;
 use tokpipe_core::text::{Offsets, StrColumn};
 
 /// The bytes of a C-contiguous buffer (a pyarrow Buffer, a numpy array, a memoryview).
-pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
+fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     if !buffer.is_c_contiguous() {
         return Err(PyValueError::new_err("the buffer is not contiguous"));
     }
@@ -23,7 +23,7 @@ pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
 }
 
 /// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
-pub(crate) fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
+fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
     // SAFETY: i32 and i64 have no invalid bit patterns; align_to only yields whole, aligned items.
     let misaligned =
         || PyValueError::new_err("the offsets buffer is not aligned for its integer type");
@@ -42,6 +42,38 @@ pub(crate) fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
     }
 }
 
+/// An Arrow string column's offsets and data buffers, held (so exported, alive and in place)
+/// while a kernel reads them with the GIL released. Every kernel binding takes its column
+/// through this one type.
+pub(crate) struct StrBuffers {
+    offsets: PyUntypedBuffer,
+    data: PyUntypedBuffer,
+    wide: bool,
+}
+
+impl StrBuffers {
+    pub(crate) fn get(
+        offsets: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        wide: bool,
+    ) -> PyResult<Self> {
+        Ok(StrBuffers {
+            offsets: PyUntypedBuffer::get(offsets)?,
+            data: PyUntypedBuffer::get(data)?,
+            wide,
+        })
+    }
+
+    /// The column, checked (offsets in order and inside the data).
+    pub(crate) fn column(&self) -> PyResult<StrColumn<'_>> {
+        StrColumn::new(
+            offsets_of(bytes_of(&self.offsets)?, self.wide)?,
+            bytes_of(&self.data)?,
+        )
+        .py()
+    }
+}
+
 /// 16-byte exact-dedup keys of every row, concatenated (see `tokpipe_core::text::keys`).
 #[pyfunction]
 #[pyo3(signature = (offsets, data, wide, lowercase=true, collapse_whitespace=true))]
@@ -53,10 +85,9 @@ pub fn exact_dedup_keys<'py>(
     lowercase: bool,
     collapse_whitespace: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
+    let column = StrBuffers::get(offsets, data, wide)?;
     let keys = py.detach(|| -> PyResult<Vec<[u8; 16]>> {
-        let column =
-            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column = column.column()?;
         Ok(exact_keys(&column, lowercase, collapse_whitespace))
     })?;
     Ok(PyBytes::new(py, keys.as_flattened()))

@@ -1,14 +1,11 @@
 //! `tokpipe._core` bindings of the C4 and FineWeb quality kernels (`tokpipe_core::text::c4`,
 //! `tokpipe_core::text::fineweb`): Arrow buffers in, bytes out; the GIL is released.
 
-use crate::errors::IntoPyResult;
-use crate::kernels::{bytes_of, offsets_of};
-use pyo3::buffer::PyUntypedBuffer;
+use crate::kernels::StrBuffers;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::text::c4::{badwords_column, c4_column, C4Params};
 use tokpipe_core::text::fineweb::fineweb_column;
-use tokpipe_core::text::StrColumn;
 
 fn le_bytes<T: Copy, const N: usize>(values: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
     values.iter().flat_map(|&v| to(v)).collect()
@@ -49,10 +46,9 @@ pub fn c4_quality<'py>(
         filter_curly_bracket,
         filter_policy,
     };
-    let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
+    let column = StrBuffers::get(offsets, data, wide)?;
     let (out_offsets, out) = py.detach(|| -> PyResult<_> {
-        let column =
-            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column = column.column()?;
         let out = c4_column(&column, &params);
         let out_offsets = if wide {
             le_bytes(&out.offsets, i64::to_le_bytes)
@@ -79,10 +75,9 @@ pub fn c4_badwords<'py>(
     words: Vec<String>,
     word_boundaries: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
+    let column = StrBuffers::get(offsets, data, wide)?;
     let found = py.detach(|| -> PyResult<Vec<u8>> {
-        let column =
-            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column = column.column()?;
         Ok(badwords_column(&column, &words, word_boundaries))
     })?;
     Ok(PyBytes::new(py, &found))
@@ -98,10 +93,9 @@ pub fn fineweb_stats<'py>(
     stop_chars: Vec<String>,
     short_line_length: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let (offsets, data) = (PyUntypedBuffer::get(offsets)?, PyUntypedBuffer::get(data)?);
+    let column = StrBuffers::get(offsets, data, wide)?;
     let stats = py.detach(|| -> PyResult<Vec<u8>> {
-        let column =
-            StrColumn::new(offsets_of(bytes_of(&offsets)?, wide)?, bytes_of(&data)?).py()?;
+        let column = column.column()?;
         Ok(le_bytes(
             &fineweb_column(&column, &stop_chars, short_line_length),
             u64::to_le_bytes,
