@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
-           "stage_class", "REASON", "STAGE"]
+           "stage_class", "split_rejected", "REASON", "STAGE"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
 REASON = "reason"
@@ -158,18 +158,24 @@ class Stage:
 
     def reject(self, batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray) -> StageResult:
         """Split ``batch`` by ``mask`` (True keeps), labelling dropped rows with ``reasons``."""
-        keep = pa.array(mask, type=pa.bool_())
-        kept = batch.filter(keep)
-        if kept.num_rows == batch.num_rows:
-            return StageResult(kept)
-        dropped = batch.filter(pc.invert(keep))
-        if isinstance(reasons, str):
-            reason_column = pa.array([reasons] * dropped.num_rows, type=pa.string())
-        else:
-            reason_column = pa.array(np.asarray(reasons, dtype=object)[~mask], type=pa.string())
-        dropped = dropped.append_column(REASON, reason_column)
-        dropped = dropped.append_column(STAGE, pa.array([self.name] * dropped.num_rows, type=pa.string()))
-        return StageResult(kept, dropped)
+        return split_rejected(batch, mask, reasons, self.name)
+
+
+def split_rejected(batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray, stage: str) -> StageResult:
+    """``batch`` split by ``mask`` (True keeps); the dropped rows get the ``reason`` (one for
+    all, or per row of ``batch``) and ``stage`` columns every rejected document carries."""
+    keep = pa.array(mask, type=pa.bool_())
+    kept = batch.filter(keep)
+    if kept.num_rows == batch.num_rows:
+        return StageResult(kept)
+    dropped = batch.filter(pc.invert(keep))
+    if isinstance(reasons, str):
+        reason_column = pa.array([reasons] * dropped.num_rows, type=pa.string())
+    else:
+        reason_column = pa.array(np.asarray(reasons, dtype=object)[~mask], type=pa.string())
+    dropped = dropped.append_column(REASON, reason_column)
+    dropped = dropped.append_column(STAGE, pa.array([stage] * dropped.num_rows, type=pa.string()))
+    return StageResult(kept, dropped)
 
 
 class Filter(Stage):

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe.errors import CorpusError, PipelineError
-from tokpipe.pipeline.base import REASON, STAGE, GlobalStage, Stage, StageStats
+from tokpipe.pipeline.base import GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
@@ -254,15 +254,10 @@ def _apply_verdicts(batch: pa.RecordBatch, duplicate_of: pa.Array, stage_name: s
                     reject: Callable[[pa.RecordBatch], None]) -> pa.RecordBatch:
     """Drops the documents a global stage marked as duplicates, handing them to ``reject``."""
     is_dup = duplicate_of.is_valid().to_numpy(zero_copy_only=False)
-    if not is_dup.any():
-        return batch
-    mask = pa.array(is_dup)
-    dups = batch.filter(mask)
-    dups = dups.append_column(REASON, pa.array(["duplicate"] * dups.num_rows, type=pa.string()))
-    dups = dups.append_column(STAGE, pa.array([stage_name] * dups.num_rows, type=pa.string()))
-    dups = dups.append_column(DUPLICATE_OF, duplicate_of.filter(mask))
-    reject(dups)
-    return batch.filter(pa.array(~is_dup))
+    result = split_rejected(batch, ~is_dup, "duplicate", stage_name)
+    if result.rejected is not None:
+        reject(result.rejected.append_column(DUPLICATE_OF, duplicate_of.filter(pa.array(is_dup))))
+    return result.kept
 
 
 def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segments: int,

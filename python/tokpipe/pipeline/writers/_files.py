@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["fsync_dir", "publish", "temp_name"]
 
@@ -50,17 +51,20 @@ def publish(tmp: Path, final: Path) -> tuple[int, str]:
     The hash is taken from the bytes on disk after the writer closed the file, in the same pass
     as the flush, so it describes exactly the published file.
     """
-    digest = hashlib.sha256()
-    size = 0
     # "r+b" rather than "rb": fsync needs a writable descriptor on some platforms.
     with open(tmp, "r+b") as f:
-        while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                break
-            digest.update(chunk)
-            size += len(chunk)
+        size, sha256 = hash_file(f)
         os.fsync(f.fileno())
     os.replace(tmp, final)
     fsync_dir(final.parent)
+    return size, sha256
+
+
+def hash_file(f: BinaryIO) -> tuple[int, str]:
+    """(size, hex SHA-256) of the rest of an open binary file, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := f.read(_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
     return size, digest.hexdigest()

@@ -9,7 +9,6 @@ documents live under ``OUT/rejected/``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ import pyarrow.parquet as pq
 
 from tokpipe import __version__
 from tokpipe.errors import FormatError, InvalidArgumentError
-from tokpipe.pipeline.writers._files import publish, temp_name
+from tokpipe.pipeline.writers._files import hash_file, publish, temp_name
 from tokpipe.pipeline.writers.parquet import ShardInfo
 
 __all__ = ["MANIFEST_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
@@ -40,7 +39,6 @@ _KEYS = ("format", "format_version", "tokpipe_version", "created", "config", "st
          "totals")
 _ENTRY_KEYS = {"path": str, "rows": int, "bytes": int, "sha256": str}
 _TOTAL_KEYS = ("rows", "bytes", "rejected_rows")
-_CHUNK = 1 << 20
 
 
 def _entry(path: str, shard: ShardInfo) -> dict[str, Any]:
@@ -147,14 +145,8 @@ def read_manifest(out_dir: StrPath) -> dict[str, Any]:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                break
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hash_file(f)[1]
 
 
 def _check_file(out: Path, entry: dict[str, Any]) -> list[str]:
