@@ -46,6 +46,23 @@ def load_documents() -> list[tuple[str, str]]:
     return docs
 
 
+def real_english_documents() -> list[str]:
+    """The real English documents of the corpora, for agreement with datatrove's English
+    rules: the two English books whole and in 30-line pieces (so short documents are covered
+    too), and the Common Crawl JSONL documents."""
+    docs = []
+    for name in ("botchan.txt", "tinyshakespeare.txt"):
+        text = _require(CORPORA / "text" / name).read_text(encoding="utf-8")
+        lines = text.splitlines()
+        docs += [text] + ["\n".join(lines[i:i + 30]) for i in range(0, len(lines), 30)]
+    files = sorted(_require(CORPORA / "web").glob("*.jsonl.gz"))
+    assert len(files) == 2, "expected the two Common Crawl JSONL samples"
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            docs += [json.loads(line)["text"] for line in f]
+    return docs
+
+
 @pytest.fixture(scope="session")
 def documents() -> list[tuple[str, str]]:
     return load_documents()

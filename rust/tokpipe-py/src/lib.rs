@@ -7,7 +7,7 @@
 mod errors;
 mod ids;
 mod kernels;
-mod quality_c4;
+mod quality;
 mod tokenizer;
 mod trainers;
 
@@ -19,6 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<trainers::PyBpeTrainer>()?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
-    quality_c4::register(m)?;
+    quality::register(m)?;
     Ok(())
 }

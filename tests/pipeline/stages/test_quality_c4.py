@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from tokpipe.errors import InvalidArgumentError
+from tests.conftest import real_english_documents
 from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQuality
-
-CORPORA = Path(__file__).resolve().parents[3].parent / "shared" / "corpora"
 
 S = "The old man walked slowly along the quiet river bank."  # one sentence, ten words
 
@@ -108,23 +103,6 @@ def test_fineweb_thresholds():
     words = "The old man walked slowly along the quiet river bank.".split()
     assert fineweb(" ".join(words[:5]) + "\n\n\n" + " ".join(words[5:]), short_line_thr=1.0) == ""
     assert fineweb(" ".join(words[:5]) + "\n\n\n\n" + " ".join(words[5:]), short_line_thr=1.0) == "list_ratio"
-
-
-def real_english_documents() -> list[str]:
-    """The real English documents of ../shared/corpora: the two English books whole and in
-    30-line pieces, and the Common Crawl documents."""
-    assert CORPORA.is_dir(), f"missing shared corpora at {CORPORA}"
-    docs = []
-    for name in ("botchan.txt", "tinyshakespeare.txt"):
-        text = (CORPORA / "text" / name).read_text(encoding="utf-8")
-        lines = text.splitlines()
-        docs += [text] + ["\n".join(lines[i:i + 30]) for i in range(0, len(lines), 30)]
-    files = sorted((CORPORA / "web").glob("*.jsonl.gz"))
-    assert len(files) == 2
-    for path in files:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            docs += [json.loads(line)["text"] for line in f]
-    return docs
 
 
 def test_agreement_with_datatrove():

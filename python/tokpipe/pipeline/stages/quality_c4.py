@@ -160,17 +160,25 @@ class FineWebQuality(Filter):
         self.new_line_ratio = new_line_ratio
         self.language = language
 
-    def statistics(self, text: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
+    def statistics(self, text: pa.Array | pa.ChunkedArray, words: bool | np.ndarray = True) -> dict[str, np.ndarray]:
+        """The per-document counts the rules read. English words, the costly part, are counted
+        for every row (``True``), for none (``False``: 0) or for the rows of a boolean mask."""
         offsets, data, wide = string_buffers(text)
         stop = self.stop_chars if self.stop_chars is not None else list(TERMINAL_PUNCTUATION)
-        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length), dtype=np.uint64)
+        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length, words is True),
+                            dtype=np.uint64)
         fields = ("lines", "punct_lines", "short_lines", "dup_line_chars", "chars", "newlines", "words")
         n = len(offsets) - 1
-        return {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
+        stats = {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
+        if not isinstance(words, bool):
+            selected = np.asarray(words, dtype=np.uint8).tobytes()
+            counts = _core.english_word_counts(offsets, data, wide, selected)
+            stats["words"] = np.frombuffer(counts, dtype=np.uint64).astype(np.float64)
+        return stats
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
-        s = self.statistics(batch.column(TEXT))
-        n = len(s["lines"])
+        text = batch.column(TEXT)
+        s = self.statistics(text, words=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             lines = np.maximum(s["lines"], 1)
             punct = s["punct_lines"] / lines
@@ -179,9 +187,15 @@ class FineWebQuality(Filter):
                 ("line_punct_ratio", (punct < self.line_punct_thr) & ~((punct == 0) & self.line_punct_exclude_zero)),
                 ("short_line_ratio", s["short_lines"] / lines > self.short_line_thr),
                 ("char_dup_ratio", s["dup_line_chars"] / np.maximum(s["chars"], 1) > self.char_duplicates_ratio),
-                ("list_ratio", s["newlines"] / np.maximum(s["words"], 1) > self.new_line_ratio),
             ]
-        reasons = np.full(n, "", dtype=object)
+            # Words only decide the last rule: count them only for the documents that pass the
+            # others, as datatrove's early exit does.
+            survivors = ~np.logical_or.reduce([failed for _, failed in rules])
+            offsets, data, wide = string_buffers(text)
+            words = np.frombuffer(_core.english_word_counts(offsets, data, wide, survivors.astype(np.uint8).tobytes()),
+                                  dtype=np.uint64).astype(np.float64)
+            rules.append(("list_ratio", survivors & (s["newlines"] / np.maximum(words, 1) > self.new_line_ratio)))
+        reasons = np.full(batch.num_rows, "", dtype=object)
         for reason, failed in reversed(rules):  # the first failing rule wins
             reasons[failed] = reason
         return reasons == "", reasons

@@ -202,10 +202,13 @@ pub struct C4Output {
     pub stats: [u64; 7],
 }
 
+/// One parallel task's rows: kept-text lengths, kept text, drop codes and line counts.
+type C4Part = (Vec<u32>, String, Vec<u8>, [u64; 7]);
+
 pub fn c4_column(column: &StrColumn, p: &C4Params) -> C4Output {
     let n = column.len();
     let starts: Vec<usize> = (0..n).step_by(ROWS_PER_TASK).collect();
-    let parts: Vec<(Vec<u32>, String, Vec<u8>, [u64; 7])> = starts
+    let parts: Vec<C4Part> = starts
         .par_iter()
         .map(|&start| {
             let end = (start + ROWS_PER_TASK).min(n);

@@ -2,7 +2,7 @@
 //! thresholds. Lines are the text cut at `\n`, blank ones (only whitespace) left out.
 
 use super::en_words::word_count;
-use super::lines::{char_len, py_strip};
+use super::lines::{char_len, py_strip, Endings};
 use super::StrColumn;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
@@ -17,10 +17,17 @@ pub const FIELDS: [&str; 7] = [
     "dup_line_chars", // characters of lines equal to an earlier line
     "chars",          // characters of the text less its newlines
     "newlines",       // number of `\n`
-    "words",          // English words (spaCy's tokens, see en_words)
+    "words",          // English words (spaCy's tokens, see en_words), when counted
 ];
 
-pub fn fineweb_document(text: &str, stop_chars: &[String], short_line_length: usize) -> [u64; 7] {
+/// The statistics of one document; words are only counted when `count_words` (they are the
+/// costly part, and only the last rule reads them: see `words_column`).
+pub fn fineweb_document(
+    text: &str,
+    stop_chars: &Endings,
+    short_line_length: usize,
+    count_words: bool,
+) -> [u64; 7] {
     let mut s = [0u64; 7];
     let mut seen: FxHashSet<&str> = FxHashSet::default();
     for line in text.split('\n') {
@@ -29,7 +36,7 @@ pub fn fineweb_document(text: &str, stop_chars: &[String], short_line_length: us
             continue;
         }
         s[0] += 1;
-        if stop_chars.iter().any(|c| line.ends_with(c.as_str())) {
+        if stop_chars.matches(line) {
             s[1] += 1;
         }
         let len = char_len(line) as u64;
@@ -43,7 +50,7 @@ pub fn fineweb_document(text: &str, stop_chars: &[String], short_line_length: us
     s[5] -= 1;
     s[4] = (char_len(text) as u64) - s[5];
     // Words only decide the last rule; a document with no non-blank line never gets there.
-    if s[0] > 0 {
+    if count_words && s[0] > 0 {
         s[6] = word_count(text) as u64;
     }
     s
@@ -54,7 +61,9 @@ pub fn fineweb_column(
     column: &StrColumn,
     stop_chars: &[String],
     short_line_length: usize,
+    count_words: bool,
 ) -> Vec<u64> {
+    let stop_chars = &Endings::new(stop_chars);
     let n = column.len();
     let mut rows = vec![[0u64; 7]; n];
     rows.par_chunks_mut(ROWS_PER_TASK)
@@ -65,6 +74,7 @@ pub fn fineweb_column(
                     column.get(task * ROWS_PER_TASK + j),
                     stop_chars,
                     short_line_length,
+                    count_words,
                 );
             }
         });
@@ -83,8 +93,8 @@ mod tests {
 
     #[test]
     fn stats_of_a_small_text() {
-        let stop = vec![".".to_string()];
-        let s = fineweb_document("Hello there.\n\nHello there.\nbye", &stop, 5);
+        let stop = Endings::new(&[".".to_string()]);
+        let s = fineweb_document("Hello there.\n\nHello there.\nbye", &stop, 5, true);
         assert_eq!(s, [3, 2, 1, 12, 27, 3, 7]);
     }
 }

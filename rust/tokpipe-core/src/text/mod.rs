@@ -5,6 +5,7 @@ pub mod c4;
 mod en_special;
 pub mod en_words;
 pub mod fineweb;
+pub mod gopher;
 pub mod keys;
 pub mod lines;
 
