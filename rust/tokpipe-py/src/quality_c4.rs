@@ -1,6 +1,7 @@
 //! `tokpipe._core` bindings of the C4 and FineWeb quality kernels (`tokpipe_core::text::c4`,
 //! `tokpipe_core::text::fineweb`): Arrow buffers in, bytes out; the GIL is released.
 
+use crate::errors::IntoPyResult;
 use crate::kernels::StrBuffers;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -78,7 +79,7 @@ pub fn c4_badwords<'py>(
     let column = StrBuffers::get(offsets, data, wide)?;
     let found = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
-        Ok(badwords_column(&column, &words, word_boundaries))
+        badwords_column(&column, &words, word_boundaries).py()
     })?;
     Ok(PyBytes::new(py, &found))
 }

@@ -1,12 +1,16 @@
 //! Text kernels for the pipeline's stages, over Arrow string columns borrowed from Python:
-//! [`StrColumn`] is the zero-copy view, the other modules are the kernels.
+//! [`StrColumn`] is the zero-copy view, the other modules are the kernels; [`words`] is the
+//! script-aware word unit that the statistics kernels share.
 
+pub mod blocklist;
 pub mod c4;
 mod en_special;
 pub mod en_words;
 pub mod fineweb;
 pub mod keys;
 pub mod lines;
+pub mod stats;
+pub mod words;
 
 use crate::error::{Error, Result};
 
