@@ -164,3 +164,25 @@ def test_fasttext_backend_gives_fasttexts_predictions(tmp_path):
                         for lang, score in zip(expected_languages, expected_scores)
                         if lang not in ("en", "ja") or score < 0.5]
     assert result.rejected.column("reason").to_pylist() == expected_reasons
+
+
+def test_in_a_pipeline_run_on_two_workers(tmp_path):
+    # Worker processes are spawned: the stages travel as configs and build their detector there.
+    import shutil
+
+    from tokpipe.pipeline import open_dataset, run
+
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    for name, _, _ in corpus_files():
+        src = CORPORA / "text" / name if (CORPORA / "text" / name).exists() else CORPORA / "text" / "zh_notes" / name
+        shutil.copy(src, corpus / name)
+    config = {"stages": [{"type": "text_stats", "min_words": 1},
+                         {"type": "blocklist", "words": ["吾輩"], "word_boundaries": False, "max_per_1000_words": 1},
+                         {"type": "language", "languages": ["zh"]}]}
+    run([corpus], tmp_path / "out", config=config, workers=2)
+    kept = open_dataset(tmp_path / "out").to_table()
+    rejected = open_dataset(tmp_path / "out", rejected=True).to_table().sort_by("reason")
+    assert kept.num_rows == 5 and set(kept.column("language").to_pylist()) == {"zh"}
+    assert rejected.column("reason").to_pylist() == ["blocklist", "language", "language"]
+    assert kept.schema.field("stat_words").type == pa.float64()
