@@ -5,9 +5,10 @@
 
 Reads the corpus's first ``--mb`` MB of documents (in file order). Prints MB/s (wall clock)
 and MB per CPU second (= per core, and steady when other work shares the machine) for
-``text_stats`` and ``blocklist`` (the Rust kernels use all cores), and documents/s for ``language`` (Lingua's parallel batch API, first 1,000 characters of
-each document; also Lingua's low-accuracy mode) on the first ``--language-docs`` documents, beside Lingua called one document at
-a time from Python (what a per-document stage would do).
+``text_stats`` and ``blocklist`` (the Rust kernels use all cores), and documents/s for
+``language`` (Lingua's parallel batch API, first 1,000 characters of each document; also
+Lingua's low-accuracy mode) on the first ``--language-docs`` documents, beside Lingua called
+one document at a time from Python (what a per-document stage would do).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ def corpus_files() -> list[tuple[str, str, str]]:
     """(name, expected language, text) of the text files, by the corpora README's table."""
     files = [("botchan.txt", "en"), ("tinyshakespeare.txt", "en"), ("wagahaiwa_nekodearu.txt", "ja")]
     out = [(name, lang, (CORPORA / "text" / name).read_text(encoding="utf-8")) for name, lang in files]
-    out += [(p.name, "zh", p.read_text(encoding="utf-8")) for p in sorted((CORPORA / "text" / "zh_notes").glob("*.txt"))]
+    notes = sorted((CORPORA / "text" / "zh_notes").glob("*.txt"))
+    out += [(p.name, "zh", p.read_text(encoding="utf-8")) for p in notes]
     assert len(out) == 8
     return out
 
@@ -98,6 +99,14 @@ def test_scores_do_not_depend_on_the_batch():
     together = stage.detect(pa.array(lines))[1]
     one_by_one = np.concatenate([stage.detect(pa.array([line]))[1] for line in lines])
     assert together.tolist() == one_by_one.tolist()
+
+
+def test_every_lingua_language_as_candidates():
+    stage = LanguageFilter(candidate_languages=None, low_accuracy=True, languages=["de"])
+    result = stage.process(batch(["The cat sat on the mat and looked at the garden.",
+                                  "Der Hund schläft im Garten und träumt von Katzen."]))
+    assert result.kept.column("language").to_pylist() == ["de"]
+    assert result.rejected.column("language").to_pylist() == ["en"]
 
 
 def test_no_letters_is_undetermined_and_max_chars():

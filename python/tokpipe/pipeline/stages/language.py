@@ -8,7 +8,8 @@ Two detectors, both offline:
   on all cores, not a Python loop. Its score is Lingua's confidence of the top language, which
   is *relative to the candidate languages* (they sum to 1), so the candidate set matters: the
   default (``DEFAULT_CANDIDATES``) is 29 widely used languages; ``candidate_languages: null``
-  takes all 75 Lingua knows (slower, and more mix-ups between close languages). Text with no
+  takes all 75 Lingua knows (slower, and the confidence spreads over more languages, so
+  scores come out lower). Text with no
   letters gets no language (``und``, score 0). Lingua's confidences jitter in their last bits
   from call to call, so they are rounded to 6 decimals.
 - ``fasttext``: a fastText language-ID model given by ``model_path`` (such as ``lid.176.bin``,
@@ -79,10 +80,10 @@ class LanguageFilter(Stage):
     datatrove keeps scores strictly above, this stage at or above). Only the first
     ``max_chars`` characters of a document are scored (``null``: all), which keeps long
     documents cheap (Lingua's cost grows with the text; 1,000 characters are plenty to tell
-    languages apart); ``low_accuracy`` is Lingua's faster trigram-only mode (about 3x the
-    documents per second, less sure on short texts); ``candidate_languages`` limits Lingua's choice (``languages`` are always
-    candidates; fastText has no such choice); ``backend`` is ``lingua`` or ``fasttext`` (with
-    ``model_path``)."""
+    languages apart); ``low_accuracy`` is Lingua's trigram-only mode (1.2x to 3x the documents
+    per CPU second in benches/RESULTS.md, less sure on short texts); ``candidate_languages``
+    limits Lingua's choice (``languages`` are always candidates; fastText has no such choice);
+    ``backend`` is ``lingua`` or ``fasttext`` (with ``model_path``)."""
 
     name = "language"
 
