@@ -8,6 +8,7 @@ mod errors;
 mod ids;
 mod kernels;
 mod quality;
+mod text_stats;
 mod tokenizer;
 mod trainers;
 
@@ -20,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trainers::PyBpeTrainer>()?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality::register(m)?;
+    text_stats::register(m)?;
     Ok(())
 }

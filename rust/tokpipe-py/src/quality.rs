@@ -1,12 +1,23 @@
 //! `tokpipe._core` bindings of the heuristic quality kernels (`tokpipe_core::text::c4`,
 //! `fineweb`, `gopher`): Arrow buffers in, bytes out; the GIL is released.
 
+use crate::errors::IntoPyResult;
 use crate::kernels::StrBuffers;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::text::c4::{badwords_column, c4_column, C4Params};
 use tokpipe_core::text::fineweb::fineweb_column;
 use tokpipe_core::text::gopher::{quality_stats, repetition_stats, QualityParams};
+use tokpipe_core::text::words::{word_count_column, Splitter};
+
+/// The word splitter for a language code, or a ValueError naming the languages there are.
+fn splitter(language: &str) -> PyResult<Splitter> {
+    Splitter::for_language(language).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "no word splitter for language {language:?} (there are: en, zh, ja)"
+        ))
+    })
+}
 
 fn le_bytes<T: Copy, const N: usize>(values: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
     values.iter().flat_map(|&v| to(v)).collect()
@@ -82,7 +93,7 @@ pub fn c4_badwords<'py>(
     let column = StrBuffers::get(offsets, data, wide)?;
     let found = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
-        Ok(badwords_column(&column, &words, word_boundaries))
+        badwords_column(&column, &words, word_boundaries).py()
     })?;
     Ok(PyBytes::new(py, &found))
 }
@@ -96,9 +107,10 @@ pub fn fineweb_stats<'py>(
     wide: bool,
     stop_chars: Vec<String>,
     short_line_length: usize,
-    count_words: bool,
+    language: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let column = StrBuffers::get(offsets, data, wide)?;
+    let count_words = language.map(splitter).transpose()?;
     let stats = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(
@@ -116,11 +128,12 @@ pub fn gopher_quality_stats<'py>(
     offsets: &Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>,
     wide: bool,
+    language: &str,
     punctuation: &str,
     stop_words: Vec<String>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let column = StrBuffers::get(offsets, data, wide)?;
-    let params = QualityParams::new(punctuation, &stop_words);
+    let params = QualityParams::new(splitter(language)?, punctuation, &stop_words);
     let stats = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(&quality_stats(&column, &params), u64::to_le_bytes))
@@ -136,32 +149,36 @@ pub fn gopher_repetition_stats<'py>(
     offsets: &Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>,
     wide: bool,
+    language: &str,
     top_n: Vec<usize>,
     dup_n: Vec<usize>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let column = StrBuffers::get(offsets, data, wide)?;
+    let splitter = splitter(language)?;
     let stats = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(
-            &repetition_stats(&column, &top_n, &dup_n),
+            &repetition_stats(splitter, &column, &top_n, &dup_n),
             u64::to_le_bytes,
         ))
     })?;
     Ok(PyBytes::new(py, &stats))
 }
 
-/// English word counts (`english_words`' lengths) of the rows whose byte in `selected` is
-/// non-zero (all rows when None), 0 for the others: u64 per row.
+/// Word counts (`words`' lengths) of the rows whose byte in `selected` is non-zero (all rows
+/// when None), 0 for the others: u64 per row.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, selected=None))]
-pub fn english_word_counts<'py>(
+#[pyo3(signature = (offsets, data, wide, language, selected=None))]
+pub fn word_counts<'py>(
     py: Python<'py>,
     offsets: &Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>,
     wide: bool,
+    language: &str,
     selected: Option<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let column = StrBuffers::get(offsets, data, wide)?;
+    let splitter = splitter(language)?;
     let counts = py.detach(|| -> PyResult<Vec<u8>> {
         let column = column.column()?;
         if selected.as_ref().is_some_and(|s| s.len() != column.len()) {
@@ -170,28 +187,30 @@ pub fn english_word_counts<'py>(
             ));
         }
         Ok(le_bytes(
-            &tokpipe_core::text::en_words::word_count_column(&column, selected.as_deref()),
+            &word_count_column(splitter, &column, selected.as_deref()),
             u64::to_le_bytes,
         ))
     })?;
     Ok(PyBytes::new(py, &counts))
 }
 
-/// The words datatrove's `split_into_words(text, "en")` gives (spaCy's English tokens less the
-/// whitespace ones), for inspection and tests; the kernels never build this list.
+/// The words of `text` as the language rules count them (for "en", datatrove's
+/// `split_into_words(text, "en")`: spaCy's tokens less the whitespace ones), for inspection
+/// and tests; the kernels never build this list.
 #[pyfunction]
-pub fn english_words(text: &str) -> Vec<&str> {
+#[pyo3(signature = (text, language="en"))]
+pub fn words<'t>(text: &'t str, language: &str) -> PyResult<Vec<&'t str>> {
     let mut words = Vec::new();
-    tokpipe_core::text::en_words::for_each_word(text, |w| words.push(w));
-    words
+    splitter(language)?.for_each_word(text, |w| words.push(w));
+    Ok(words)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(c4_quality, m)?)?;
     m.add_function(wrap_pyfunction!(c4_badwords, m)?)?;
     m.add_function(wrap_pyfunction!(fineweb_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(english_words, m)?)?;
-    m.add_function(wrap_pyfunction!(english_word_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(words, m)?)?;
+    m.add_function(wrap_pyfunction!(word_counts, m)?)?;
     m.add_function(wrap_pyfunction!(gopher_quality_stats, m)?)?;
     m.add_function(wrap_pyfunction!(gopher_repetition_stats, m)?)?;
     Ok(())

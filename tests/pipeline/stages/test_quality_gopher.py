@@ -6,6 +6,7 @@ real English document of ``../shared/corpora``."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from datatrove.data import Document
@@ -203,3 +204,65 @@ def test_agrees_with_datatrove_on_real_english(stage, peer) -> None:
     assert differ == {}
     assert len(docs) > 1000
     assert 0 < sum(kept for kept, _ in ours) < len(docs)
+
+
+def chinese_notes() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in sorted((CORPORA / "text" / "zh_notes").glob("*.txt"))]
+
+
+def chinese_junk() -> dict[str, tuple[str, str, str]]:
+    """Chinese boilerplate and garbage: (text, the stage that must drop it, the rule)."""
+    notes = chinese_notes()
+    menu = ("首页 | 新闻 | 体育 | 财经 | 科技 | 娱乐 | 汽车 | 房产 | 教育 | 旅游 | 登录 | 注册\n"
+            "帮助中心 | 关于我们 | 联系我们 | 网站地图 | 广告服务 | 招聘信息 | 意见反馈\n"
+            "版权所有 © 2024 某某网络科技有限公司 京ICP备12345678号 京公网安备11010802000000号")
+    # A list of links titled with the notes' own headings.
+    titles = [line.lstrip("# ").strip() for note in notes for line in note.splitlines() if line.startswith("#")]
+    links = "\n".join(f"- [{t}](https://example.com/p/{i})" for i, t in enumerate(titles[:30]))
+    lines = [line for line in notes[1].splitlines() if len(line) > 40]
+    repeated = "\n".join([lines[0]] * 3 + lines[1:4] * 4)
+    rng = np.random.default_rng(0)
+    random_han = "".join(chr(c) for c in rng.integers(0x4E00, 0xA000, size=800))
+    # A real note's UTF-8 bytes read as GBK: the garbled text a wrong charset guess gives.
+    mojibake = notes[3].encode("utf-8").decode("gbk", errors="replace")
+    return {
+        "menu": (menu, "gopher_quality", "gopher_enough_stop_words"),
+        "links": (links, "gopher_quality", "gopher_too_many_bullets"),
+        "repeated lines": (repeated, "gopher_repetition", "dup_line_frac"),
+        "random characters": (random_han, "gopher_quality", "gopher_enough_stop_words"),
+        "mojibake": (mojibake, "gopher_quality", "gopher_enough_stop_words"),
+    }
+
+
+@pytest.mark.parametrize("stage", [GopherQuality, GopherRepetition])
+def test_real_chinese_notes_pass_with_chinese_defaults(stage) -> None:
+    notes = chinese_notes()
+    assert len(notes) == 5
+    assert our_verdicts(stage(language="zh"), notes) == [(True, None)] * 5
+    # English defaults would drop them: a Chinese word is one character, below the mean of 3.
+    assert all(not kept for kept, _ in our_verdicts(GopherQuality(), notes))
+
+
+@pytest.mark.parametrize("kind", sorted(chinese_junk()))
+def test_chinese_boilerplate_and_garbage_fail(kind: str) -> None:
+    text, stage_name, rule = chinese_junk()[kind]
+    stage = {"gopher_quality": GopherQuality, "gopher_repetition": GopherRepetition}[stage_name]
+    assert our_verdicts(stage(language="zh"), [text]) == [(False, rule)]
+
+
+def test_japanese_prose_passes_with_japanese_defaults() -> None:
+    book = (CORPORA / "text" / "wagahaiwa_nekodearu.txt").read_text(encoding="utf-8")
+    chunks = [book[i:i + 5000] for i in range(0, len(book), 50_000)]
+    for stage in (GopherQuality(language="ja"), GopherRepetition(language="ja")):
+        assert our_verdicts(stage, chunks) == [(True, None)] * len(chunks)
+
+
+def test_script_aware_words_are_text_stats_words() -> None:
+    # One definition of a word for Chinese and Japanese, two implementations: the splitter the
+    # Gopher rules use and the counter behind text_stats and blocklist.
+    from tokpipe import _core
+    from tokpipe.pipeline.stages import TextStats
+
+    docs = chinese_notes() + [(CORPORA / "text" / "wagahaiwa_nekodearu.txt").read_text(encoding="utf-8")[:20000]]
+    counts = TextStats().process(pa.record_batch({"text": docs})).kept.column("stat_words").to_pylist()
+    assert [len(_core.words(d, "zh")) for d in docs] == counts

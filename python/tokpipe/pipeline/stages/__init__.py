@@ -2,9 +2,11 @@
 
 from tokpipe.pipeline.stages.dedup import ExactDedup
 from tokpipe.pipeline.stages.length import LengthFilter
+from tokpipe.pipeline.stages.language import LanguageFilter
 from tokpipe.pipeline.stages.normalize import Normalize
 from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQuality
 from tokpipe.pipeline.stages.quality_gopher import GopherQuality, GopherRepetition
+from tokpipe.pipeline.stages.text_stats import Blocklist, TextStats
 
 __all__ = ["Normalize", "LengthFilter", "ExactDedup", "C4Quality", "C4BadWords", "FineWebQuality", "GopherQuality",
-           "GopherRepetition"]
+           "GopherRepetition", "TextStats", "Blocklist", "LanguageFilter"]

@@ -32,10 +32,14 @@ TERMINAL_PUNCTUATION = tuple(sorted(
     "\U00010f89៚᥄𑗕𑗎᪪᭚࠽𑇞𑗊𐽘\u2e53𑗔𖩯𑇍𑻷𐽕𑩃।𑗂𑇆𑁈။᱾𑱁꘏܁᜶‼𑈻‽᪫﹖𑑌𑈼\U00010f87𑗐៙᰻"))
 
 
-def _check_language(stage: str, language: str) -> None:
-    if language != "en":
-        raise InvalidArgumentError(f"{stage}: only English word and sentence splitting is built in "
-                                   f"(language: en), not {language!r}")
+#: Languages with a word splitter (tokpipe_core::text::words::Splitter): spaCy's English
+#: tokenizer for en, the script-aware unit (each Han character or kana a word) for zh and ja.
+WORD_LANGUAGES = ("en", "zh", "ja")
+
+
+def _check_language(stage: str, language: str, languages: tuple[str, ...] = ("en",)) -> None:
+    if language not in languages:
+        raise InvalidArgumentError(f"{stage}: language must be one of {', '.join(languages)}, not {language!r}")
 
 
 @register
@@ -143,14 +147,15 @@ class FineWebQuality(Filter):
     and ``line_punct_exclude_zero``); ``short_line_ratio`` (share of lines of at most
     ``short_line_length`` characters over ``short_line_thr``); ``char_dup_ratio`` (characters
     of repeated lines over all characters but newlines, above ``char_duplicates_ratio``);
-    ``list_ratio`` (newlines per English word above ``new_line_ratio``)."""
+    ``list_ratio`` (newlines per word above ``new_line_ratio``). Words are spaCy's for
+    ``language: en`` (as datatrove's), the script-aware unit for ``zh`` and ``ja``."""
 
     name = "fineweb_quality"
 
     def __init__(self, line_punct_thr: float = 0.12, line_punct_exclude_zero: bool = False,
                  stop_chars: list[str] | None = None, short_line_thr: float = 0.67, short_line_length: int = 30,
                  char_duplicates_ratio: float = 0.01, new_line_ratio: float = 0.3, language: str = "en") -> None:
-        _check_language(self.name, language)
+        _check_language(self.name, language, WORD_LANGUAGES)
         self.line_punct_thr = line_punct_thr
         self.line_punct_exclude_zero = line_punct_exclude_zero
         self.stop_chars = list(stop_chars) if stop_chars is not None else None
@@ -160,25 +165,25 @@ class FineWebQuality(Filter):
         self.new_line_ratio = new_line_ratio
         self.language = language
 
-    def statistics(self, text: pa.Array | pa.ChunkedArray, words: bool | np.ndarray = True) -> dict[str, np.ndarray]:
-        """The per-document counts the rules read. English words, the costly part, are counted
-        for every row (``True``), for none (``False``: 0) or for the rows of a boolean mask."""
+    def statistics(self, text: pa.Array | pa.ChunkedArray, count_words: bool = True) -> dict[str, np.ndarray]:
+        """The per-document counts the rules read; ``words`` is 0 without ``count_words``."""
         offsets, data, wide = string_buffers(text)
         stop = self.stop_chars if self.stop_chars is not None else list(TERMINAL_PUNCTUATION)
-        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length, words is True),
-                            dtype=np.uint64)
+        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length,
+                                                self.language if count_words else None), dtype=np.uint64)
         fields = ("lines", "punct_lines", "short_lines", "dup_line_chars", "chars", "newlines", "words")
         n = len(offsets) - 1
-        stats = {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
-        if not isinstance(words, bool):
-            selected = np.asarray(words, dtype=np.uint8).tobytes()
-            counts = _core.english_word_counts(offsets, data, wide, selected)
-            stats["words"] = np.frombuffer(counts, dtype=np.uint64).astype(np.float64)
-        return stats
+        return {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
+
+    def word_counts(self, text: pa.Array | pa.ChunkedArray, selected: np.ndarray) -> np.ndarray:
+        """The words of the rows of the boolean mask ``selected`` (0 for the others)."""
+        offsets, data, wide = string_buffers(text)
+        counts = _core.word_counts(offsets, data, wide, self.language, np.asarray(selected, np.uint8).tobytes())
+        return np.frombuffer(counts, dtype=np.uint64).astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
         text = batch.column(TEXT)
-        s = self.statistics(text, words=False)
+        s = self.statistics(text, count_words=False)
         with np.errstate(divide="ignore", invalid="ignore"):
             lines = np.maximum(s["lines"], 1)
             punct = s["punct_lines"] / lines
@@ -191,9 +196,7 @@ class FineWebQuality(Filter):
             # Words only decide the last rule: count them only for the documents that pass the
             # others, as datatrove's early exit does.
             survivors = ~np.logical_or.reduce([failed for _, failed in rules])
-            offsets, data, wide = string_buffers(text)
-            words = np.frombuffer(_core.english_word_counts(offsets, data, wide, survivors.astype(np.uint8).tobytes()),
-                                  dtype=np.uint64).astype(np.float64)
+            words = self.word_counts(text, survivors)
             rules.append(("list_ratio", survivors & (s["newlines"] / np.maximum(words, 1) > self.new_line_ratio)))
         reasons = np.full(batch.num_rows, "", dtype=object)
         for reason, failed in reversed(rules):  # the first failing rule wins

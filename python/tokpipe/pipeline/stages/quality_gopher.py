@@ -6,13 +6,17 @@ same reasons.
 The counts are computed in Rust over the Arrow buffers (``tokpipe_core::text::gopher``), all
 rows at once on all cores; here they are only compared with the thresholds. Words are split as
 spaCy's blank English tokenizer splits them (``tokpipe_core::text::en_words``), which is what
-datatrove uses for English. As in datatrove, a threshold set to ``None`` or ``0`` switches its
+datatrove uses for English; Chinese and Japanese, written without spaces, are cut into a
+script-aware unit (``tokpipe_core::text::words``: each Han character or kana is a word, a run
+of other letters and digits is one), with language defaults set for it: no minimum mean word
+length (a word is one character) and stop words of the language (``STOP_WORDS``). As in datatrove, a threshold set to ``None`` or ``0`` switches its
 rule off, and a document is dropped for the first rule it fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +30,21 @@ from tokpipe.pipeline.stages.quality_c4 import TERMINAL_PUNCTUATION
 
 __all__ = ["GopherQuality", "GopherRepetition", "STOP_WORDS", "PUNCTUATION"]
 
-#: datatrove's default stop words for the quality rules.
-STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+#: Stop words per language: datatrove's for English; for Chinese and Japanese, the most
+#: frequent function characters (particles, the possessive 的, copulas), which real prose
+#: of any length uses and boilerplate, lists of links and garbled text seldom do.
+STOP_WORDS = {
+    "en": ("the", "be", "to", "of", "and", "that", "have", "with"),
+    "zh": ("的", "了", "是", "在", "和", "有", "不", "这", "也", "就", "都", "与", "而", "我", "你"),
+    "ja": ("の", "に", "は", "を", "た", "が", "で", "て", "と", "し", "れ", "さ", "な", "い", "も"),
+}
+#: The least mean word length per language ("auto"): words of Chinese and Japanese are
+#: single characters, so the rule is off for them.
+MIN_AVG_WORD_LENGTH = {"en": 3.0, "zh": None, "ja": None}
+#: The least number of distinct stop words per language ("auto"). A Chinese or Japanese
+#: document of 50 characters of prose uses several function characters; a menu or a footer
+#: ("关于我们", "有限公司") can hold two.
+MIN_STOP_WORDS = {"en": 2, "zh": 3, "ja": 3}
 
 #: datatrove.utils.text.PUNCTUATION_SET: a word made only of these is a symbol, not a word.
 PUNCTUATION = "".join(sorted(set(
@@ -42,8 +59,8 @@ QUALITY_STATS = ("words", "non_symbol_words", "non_symbol_chars", "hashes", "ell
 #: duplicated n-gram size follow (tokpipe_core::text::gopher::REPETITION_STATS).
 REPETITION_STATS = ("chars", "paragraphs", "dup_paragraphs", "dup_para_chars", "lines", "dup_lines", "dup_line_chars")
 
-#: Languages whose words the Rust splitter knows (spaCy's English rules).
-LANGUAGES = ("en",)
+#: Languages with a word splitter and defaults.
+LANGUAGES = tuple(STOP_WORDS)
 
 
 def _text(batch: pa.RecordBatch) -> pa.Array:
@@ -65,10 +82,18 @@ def _verdict(rules: list[tuple[str, np.ndarray]], rows: int) -> Verdict:
     return ~np.logical_or.reduce(failed), reasons
 
 
+def _language_default(name: str, value: Any, default: Any) -> Any:
+    """``value``, or the language's ``default`` for "auto"."""
+    if value == "auto":
+        return default
+    if isinstance(value, str):
+        raise InvalidArgumentError(f"gopher_quality: {name} is a number, null or 'auto', not {value!r}")
+    return value
+
+
 def _check_language(stage: str, language: str) -> None:
     if language not in LANGUAGES:
-        raise InvalidArgumentError(f"{stage}: words can only be split for {', '.join(LANGUAGES)} so far, "
-                                   f"not {language!r}")
+        raise InvalidArgumentError(f"{stage}: language must be one of {', '.join(LANGUAGES)}, not {language!r}")
 
 
 @register
@@ -81,34 +106,38 @@ class GopherQuality(Filter):
     lines starting with a bullet (``gopher_too_many_bullets``) or ending with an ellipsis
     (``gopher_too_many_end_ellipsis``), too few words with a letter
     (``gopher_below_alpha_threshold``) and too few distinct stop words
-    (``gopher_enough_stop_words``, datatrove's name for it)."""
+    (``gopher_enough_stop_words``, datatrove's name for it). ``language`` (en, zh, ja) picks
+    the words and the defaults of ``min_avg_word_length``, ``min_stop_words`` and
+    ``stop_words`` ("auto" and None: the language's, see ``MIN_AVG_WORD_LENGTH``,
+    ``MIN_STOP_WORDS``, ``STOP_WORDS``); for en they are datatrove's."""
 
     name = "gopher_quality"
 
     def __init__(self, min_doc_words: int | None = 50, max_doc_words: int | None = 100000,
-                 min_avg_word_length: float | None = 3, max_avg_word_length: float | None = 10,
+                 min_avg_word_length: float | str | None = "auto", max_avg_word_length: float | None = 10,
                  max_symbol_word_ratio: float | None = 0.1, max_bullet_lines_ratio: float | None = 0.9,
                  max_ellipsis_lines_ratio: float | None = 0.3, max_non_alpha_words_ratio: float | None = 0.8,
-                 min_stop_words: int | None = 2, stop_words: Sequence[str] | None = None,
+                 min_stop_words: int | str | None = "auto", stop_words: Sequence[str] | None = None,
                  language: str = "en") -> None:
         _check_language(self.name, language)
         self.min_doc_words = min_doc_words
         self.max_doc_words = max_doc_words
-        self.min_avg_word_length = min_avg_word_length
+        self.min_avg_word_length = _language_default("min_avg_word_length", min_avg_word_length,
+                                                     MIN_AVG_WORD_LENGTH[language])
         self.max_avg_word_length = max_avg_word_length
         self.max_symbol_word_ratio = max_symbol_word_ratio
         self.max_bullet_lines_ratio = max_bullet_lines_ratio
         self.max_ellipsis_lines_ratio = max_ellipsis_lines_ratio
         #: The least share of words with a letter (datatrove's name, kept for its configs).
         self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
-        self.min_stop_words = min_stop_words
-        self.stop_words = list(dict.fromkeys(STOP_WORDS if stop_words is None else stop_words))
+        self.min_stop_words = _language_default("min_stop_words", min_stop_words, MIN_STOP_WORDS[language])
+        self.stop_words = list(dict.fromkeys(STOP_WORDS[language] if stop_words is None else stop_words))
         self.language = language
 
     def features(self, batch: pa.RecordBatch) -> np.ndarray:
         """``(rows, len(QUALITY_STATS))``: the per-document counts the rules read."""
         offsets, data, wide = string_buffers(_text(batch))
-        raw = _core.gopher_quality_stats(offsets, data, wide, PUNCTUATION, self.stop_words)
+        raw = _core.gopher_quality_stats(offsets, data, wide, self.language, PUNCTUATION, self.stop_words)
         return np.frombuffer(raw, dtype=np.uint64).reshape(len(offsets) - 1, len(QUALITY_STATS)).astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
@@ -180,7 +209,7 @@ class GopherRepetition(Filter):
         per ``dup_n_grams`` size."""
         offsets, data, wide = string_buffers(_text(batch))
         top_n, dup_n = [n for n, _ in self.top_n_grams], [n for n, _ in self.dup_n_grams]
-        raw = _core.gopher_repetition_stats(offsets, data, wide, top_n, dup_n)
+        raw = _core.gopher_repetition_stats(offsets, data, wide, self.language, top_n, dup_n)
         width = len(REPETITION_STATS) + len(top_n) + len(dup_n)
         return np.frombuffer(raw, dtype=np.uint64).reshape(len(offsets) - 1, width).astype(np.float64)
 

@@ -4,10 +4,11 @@
 //! The quality rules rewrite the text (they drop lines), so the kernel returns the new column
 //! and, per row, why the document was dropped ([`C4Drop`]) along with counts of dropped lines.
 
+use super::blocklist::{contains_column, lower_into, PhraseMatcher};
 use super::en_words::sentence_count;
 use super::lines::{char_len, py_splitlines, py_strip, py_words};
 use super::StrColumn;
-use aho_corasick::AhoCorasick;
+use crate::error::Result;
 use rayon::prelude::*;
 
 const ROWS_PER_TASK: usize = 64;
@@ -105,16 +106,6 @@ fn remove_citations(line: &str, out: &mut String) {
 fn is_decimal(c: char) -> bool {
     use unicode_general_category::{get_general_category, GeneralCategory};
     get_general_category(c) == GeneralCategory::DecimalNumber
-}
-
-fn lower_into(s: &str, out: &mut String) {
-    out.clear();
-    if s.is_ascii() {
-        out.push_str(s);
-        out.make_ascii_lowercase();
-    } else {
-        out.push_str(&s.to_lowercase());
-    }
 }
 
 /// One document: writes the kept text to `out` (cleared first) and returns the outcome.
@@ -249,45 +240,16 @@ pub fn c4_column(column: &StrColumn, p: &C4Params) -> C4Output {
     result
 }
 
-/// Python's `\w` for one character: alphanumeric or underscore.
-fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Whether each row's lower-cased text contains one of `words` (already lower case): with
-/// `word_boundaries`, only where flanked by non-word characters or the text's ends, as C4's
-/// `(?:\W|^)(w1|w2|...)(?:\W|$)`. One byte per row, 1 when found.
-pub fn badwords_column(column: &StrColumn, words: &[String], word_boundaries: bool) -> Vec<u8> {
-    let words: Vec<&str> = words
-        .iter()
-        .map(|w| w.as_str())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let n = column.len();
-    let mut found = vec![0u8; n];
-    if words.is_empty() {
-        return found;
-    }
-    let ac = AhoCorasick::new(&words).expect("an Aho-Corasick automaton of the word list");
-    found
-        .par_chunks_mut(ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            let mut lower = String::new();
-            for (j, slot) in chunk.iter_mut().enumerate() {
-                lower_into(column.get(task * ROWS_PER_TASK + j), &mut lower);
-                let hit = ac.find_overlapping_iter(lower.as_str()).any(|m| {
-                    !word_boundaries
-                        || (!lower[..m.start()]
-                            .chars()
-                            .next_back()
-                            .is_some_and(is_word_char)
-                            && !lower[m.end()..].chars().next().is_some_and(is_word_char))
-                });
-                *slot = u8::from(hit);
-            }
-        });
-    found
+/// Whether each row's lower-cased text contains one of `words`: with `word_boundaries`, only
+/// where flanked by non-word characters or the text's ends, as C4's
+/// `(?:\W|^)(w1|w2|...)(?:\W|$)` (see [`PhraseMatcher`]). One byte per row, 1 when found.
+pub fn badwords_column(
+    column: &StrColumn,
+    words: &[String],
+    word_boundaries: bool,
+) -> Result<Vec<u8>> {
+    let matcher = PhraseMatcher::new(words, true, word_boundaries)?;
+    Ok(contains_column(column, &matcher))
 }
 
 #[cfg(test)]

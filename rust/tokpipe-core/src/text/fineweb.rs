@@ -1,8 +1,8 @@
 //! Per-document statistics for datatrove's `FineWebQualityFilter`; Python applies the
 //! thresholds. Lines are the text cut at `\n`, blank ones (only whitespace) left out.
 
-use super::en_words::word_count;
 use super::lines::{char_len, py_strip, Endings};
+use super::words::Splitter;
 use super::StrColumn;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
@@ -17,16 +17,16 @@ pub const FIELDS: [&str; 7] = [
     "dup_line_chars", // characters of lines equal to an earlier line
     "chars",          // characters of the text less its newlines
     "newlines",       // number of `\n`
-    "words",          // English words (spaCy's tokens, see en_words), when counted
+    "words",          // words (the language's splitter's), when counted
 ];
 
-/// The statistics of one document; words are only counted when `count_words` (they are the
-/// costly part, and only the last rule reads them: see `words_column`).
+/// The statistics of one document; words are only counted with a splitter in `count_words`
+/// (they are the costly part and only the last rule reads them: see `word_count_column`).
 pub fn fineweb_document(
     text: &str,
     stop_chars: &Endings,
     short_line_length: usize,
-    count_words: bool,
+    count_words: Option<Splitter>,
 ) -> [u64; 7] {
     let mut s = [0u64; 7];
     let mut seen: FxHashSet<&str> = FxHashSet::default();
@@ -50,8 +50,8 @@ pub fn fineweb_document(
     s[5] -= 1;
     s[4] = (char_len(text) as u64) - s[5];
     // Words only decide the last rule; a document with no non-blank line never gets there.
-    if count_words && s[0] > 0 {
-        s[6] = word_count(text) as u64;
+    if let Some(splitter) = count_words.filter(|_| s[0] > 0) {
+        splitter.for_each_word(text, |_| s[6] += 1);
     }
     s
 }
@@ -61,7 +61,7 @@ pub fn fineweb_column(
     column: &StrColumn,
     stop_chars: &[String],
     short_line_length: usize,
-    count_words: bool,
+    count_words: Option<Splitter>,
 ) -> Vec<u64> {
     let stop_chars = &Endings::new(stop_chars);
     let n = column.len();
@@ -94,7 +94,12 @@ mod tests {
     #[test]
     fn stats_of_a_small_text() {
         let stop = Endings::new(&[".".to_string()]);
-        let s = fineweb_document("Hello there.\n\nHello there.\nbye", &stop, 5, true);
+        let s = fineweb_document(
+            "Hello there.\n\nHello there.\nbye",
+            &stop,
+            5,
+            Some(Splitter::English),
+        );
         assert_eq!(s, [3, 2, 1, 12, 27, 3, 7]);
     }
 }

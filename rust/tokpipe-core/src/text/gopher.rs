@@ -2,7 +2,7 @@
 //! way datatrove's `GopherQualityFilter` and `GopherRepetitionFilter` compute them, so that
 //! Python only compares them with the thresholds. Every row gets every statistic (no early
 //! exit), which also makes them usable as features. Lengths are in code points, as Python's
-//! `len` counts them; words are [`en_words`](super::en_words)'.
+//! `len` counts them; words are the language's [`Splitter`]'s.
 //!
 //! The repetition rules look up every word n-gram for nine sizes, so n-grams are never built
 //! as strings: each is a range of one buffer of the words (joined by spaces for the top
@@ -11,8 +11,8 @@
 //! hashes, and compared byte for byte on a hash match, so a hash collision cannot change a
 //! count. The tables and buffers are reused from document to document.
 
-use super::en_words::for_each_word;
 use super::lines::{char_len, is_py_space, py_splitlines};
+use super::words::Splitter;
 use super::StrColumn;
 use hashbrown::HashTable;
 use rayon::prelude::*;
@@ -67,18 +67,20 @@ pub fn is_py_alpha(c: char) -> bool {
 /// The quality rules' settings: datatrove's `PUNCTUATION_SET` (a word made only of these is a
 /// symbol, not a word) and the stop words.
 pub struct QualityParams {
+    splitter: Splitter,
     punctuation: FxHashSet<char>,
     ascii_punctuation: [bool; 128],
     stop_words: Vec<String>,
 }
 
 impl QualityParams {
-    pub fn new(punctuation: &str, stop_words: &[String]) -> Self {
+    pub fn new(splitter: Splitter, punctuation: &str, stop_words: &[String]) -> Self {
         let mut ascii_punctuation = [false; 128];
         for c in punctuation.chars().filter(char::is_ascii) {
             ascii_punctuation[c as usize] = true;
         }
         QualityParams {
+            splitter,
             punctuation: punctuation.chars().collect(),
             ascii_punctuation,
             stop_words: stop_words.to_vec(),
@@ -99,7 +101,7 @@ impl QualityParams {
 pub fn quality_row(text: &str, params: &QualityParams, out: &mut [u64]) {
     let (mut words, mut non_symbol, mut non_symbol_chars, mut alpha) = (0u64, 0u64, 0u64, 0u64);
     let mut stop_seen = 0u64; // one bit per stop word (the first 64 are checked)
-    for_each_word(text, |word| {
+    params.splitter.for_each_word(text, |word| {
         words += 1;
         if word.chars().any(|c| !params.is_punctuation(c)) {
             non_symbol += 1;
@@ -258,14 +260,14 @@ pub struct RepetitionScratch {
 }
 
 impl RepetitionScratch {
-    fn load_words(&mut self, text: &str) {
+    fn load_words(&mut self, splitter: Splitter, text: &str) {
         self.joined.clear();
         self.concat.clear();
         self.joined_starts.clear();
         self.concat_starts.clear();
         self.chars.clear();
         self.chars.push(0);
-        for_each_word(text, |word| {
+        splitter.for_each_word(text, |word| {
             self.joined_starts.push(self.joined.bytes.len());
             self.concat_starts.push(self.concat.bytes.len());
             self.joined.push(word.as_bytes());
@@ -359,6 +361,7 @@ impl RepetitionScratch {
 /// The [`REPETITION_STATS`] of one text, then its top n-gram chars for each of `top_n` and its
 /// duplicated n-gram chars for each of `dup_n`.
 pub fn repetition_row(
+    splitter: Splitter,
     text: &str,
     top_n: &[usize],
     dup_n: &[usize],
@@ -369,7 +372,7 @@ pub fn repetition_row(
     let stripped = text.trim_matches(is_py_space);
     duplicates(split_newline_runs(stripped, 2), &mut out[1..4]);
     duplicates(split_newline_runs(text, 1), &mut out[4..7]);
-    scratch.load_words(text);
+    scratch.load_words(splitter, text);
     let base = REPETITION_STATS.len();
     for (k, &n) in top_n.iter().enumerate() {
         out[base + k] = scratch.top_ngram_chars(n.max(1));
@@ -380,7 +383,12 @@ pub fn repetition_row(
 }
 
 /// Repetition statistics of every row, row-major (`rows x (7 + top_n + dup_n)`), in parallel.
-pub fn repetition_stats(column: &StrColumn<'_>, top_n: &[usize], dup_n: &[usize]) -> Vec<u64> {
+pub fn repetition_stats(
+    splitter: Splitter,
+    column: &StrColumn<'_>,
+    top_n: &[usize],
+    dup_n: &[usize],
+) -> Vec<u64> {
     let width = REPETITION_STATS.len() + top_n.len() + dup_n.len();
     let mut out = vec![0u64; column.len() * width];
     out.par_chunks_mut(ROWS_PER_TASK * width)
@@ -388,6 +396,7 @@ pub fn repetition_stats(column: &StrColumn<'_>, top_n: &[usize], dup_n: &[usize]
         .for_each_init(RepetitionScratch::default, |scratch, (chunk, out)| {
             for (j, row) in out.chunks_mut(width).enumerate() {
                 repetition_row(
+                    splitter,
                     column.get(chunk * ROWS_PER_TASK + j),
                     top_n,
                     dup_n,
@@ -418,6 +427,7 @@ mod tests {
         let text = "a b a b a b\n\nx\n\nx";
         let mut out = [0u64; 9];
         repetition_row(
+            Splitter::English,
             text,
             &[2],
             &[2],
@@ -435,7 +445,7 @@ mod tests {
     fn concatenated_ngrams_repeat_across_word_boundaries() {
         // "".join(["ab", "c"]) == "".join(["a", "bc"]): datatrove counts the second as a repeat.
         let mut scratch = RepetitionScratch::default();
-        scratch.load_words("ab c a bc");
+        scratch.load_words(Splitter::English, "ab c a bc");
         assert_eq!(scratch.dup_ngram_chars(2), 3);
     }
 }

@@ -1,6 +1,8 @@
 //! Text kernels for the pipeline's stages, over Arrow string columns borrowed from Python:
-//! [`StrColumn`] is the zero-copy view, the other modules are the kernels.
+//! [`StrColumn`] is the zero-copy view, the other modules are the kernels; [`words`] is the
+//! script-aware word unit that the statistics kernels share.
 
+pub mod blocklist;
 pub mod c4;
 mod en_special;
 pub mod en_words;
@@ -8,6 +10,8 @@ pub mod fineweb;
 pub mod gopher;
 pub mod keys;
 pub mod lines;
+pub mod stats;
+pub mod words;
 
 use crate::error::{Error, Result};
 
