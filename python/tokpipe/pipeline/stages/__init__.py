@@ -2,7 +2,9 @@
 
 from tokpipe.pipeline.stages.dedup import ExactDedup
 from tokpipe.pipeline.stages.length import LengthFilter
+from tokpipe.pipeline.stages.minhash import MinhashDedup
 from tokpipe.pipeline.stages.normalize import Normalize
+from tokpipe.pipeline.stages.paragraphs import ParagraphDedup
 from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQuality
 
-__all__ = ["Normalize", "LengthFilter", "ExactDedup", "C4Quality", "C4BadWords", "FineWebQuality"]
+__all__ = ["Normalize", "LengthFilter", "ExactDedup", "MinhashDedup", "ParagraphDedup", "C4Quality", "C4BadWords", "FineWebQuality"]

@@ -7,6 +7,7 @@ pub mod en_words;
 pub mod fineweb;
 pub mod keys;
 pub mod lines;
+pub mod paragraphs;
 
 use crate::error::{Error, Result};
 
