@@ -55,11 +55,11 @@ def exact_dedup_keys(
 # Near-duplicate removal (tokpipe_core::minhash) and CCNet paragraph dedup.
 def minhash_signatures(
     offsets: Any, data: Any, wide: bool, num_perm: int, seed: int, scheme: str, shingle: str,
-    word_ngram: int, char_ngram: int, lowercase: bool,
+    word_ngram: int, char_ngram: int, lowercase: bool, hashfunc: str = "sha1",
 ) -> bytes: ...
 def minhash_dedup_keys(
     offsets: Any, data: Any, wide: bool, num_perm: int, seed: int, scheme: str, shingle: str,
-    word_ngram: int, char_ngram: int, lowercase: bool,
+    word_ngram: int, char_ngram: int, lowercase: bool, hashfunc: str = "sha1",
 ) -> bytes: ...
 def minhash_permutations(num_perm: int, seed: int, scheme: str) -> tuple[list[int], list[int]]: ...
 def minhash_optimal_params(

@@ -8,9 +8,12 @@ text.lower().split())``, then windows of n words or n characters), not by tokpip
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pytest
+import xxhash
 from datasketch import MinHash, MinHashLSH
 from datasketch.lsh import _optimal_param
 
@@ -30,8 +33,9 @@ def reference_shingles(text: str, kind: str, n: int) -> list[bytes]:
     return [joiner.join(units[i:i + n]).encode() for i in range(len(units) - n + 1)]
 
 
-def datasketch_signature(shingles: list[bytes], num_perm: int, seed: int, scheme: str) -> np.ndarray:
-    m = MinHash(num_perm=num_perm, seed=seed, scheme=scheme)
+def datasketch_signature(shingles: list[bytes], num_perm: int, seed: int, scheme: str,
+                         hashfunc: Callable[[bytes], int] | None = None) -> np.ndarray:
+    m = MinHash(num_perm=num_perm, seed=seed, scheme=scheme, hashfunc=hashfunc)
     for start in range(0, len(shingles), 4096):  # bounded (shingles x num_perm) matrices
         m.update_batch(shingles[start:start + 4096])
     return np.asarray(m.hashvalues, dtype=np.uint64)
@@ -57,6 +61,16 @@ def test_whole_documents_with_defaults(documents: list[tuple[str, str]]) -> None
     for i, text in enumerate(texts):
         assert np.array_equal(ours[i].astype(np.uint64),
                               datasketch_signature(reference_shingles(text, "word", 5), 128, 1, "affine32"))
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "legacy"])
+def test_xxh3_hashfunc_equals_datasketch_with_that_hashfunc(documents: list[tuple[str, str]], scheme: str) -> None:
+    texts = [t[:20_000] for _, t in documents]
+    ours = minhash_signatures(pa.array(texts), 128, 1, scheme, "word", 5, hashfunc="xxh3")
+    for i, text in enumerate(texts):
+        expected = datasketch_signature(reference_shingles(text, "word", 5), 128, 1, scheme,
+                                        lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF)
+        assert np.array_equal(ours[i].astype(np.uint64), expected)
 
 
 @pytest.mark.parametrize("scheme", ["affine32", "legacy"])

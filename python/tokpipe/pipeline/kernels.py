@@ -45,21 +45,24 @@ def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collap
 
 def minhash_signatures(column: pa.Array | pa.ChunkedArray, num_perm: int = 128, seed: int = 1,
                        scheme: str = "affine32", shingle: str = "word", ngram: int = 5, char_ngram: int = 5,
-                       lowercase: bool = True) -> np.ndarray:
+                       lowercase: bool = True, hashfunc: str = "sha1") -> np.ndarray:
     """MinHash signatures of each row, shape ``(rows, num_perm)``, uint32: equal to
     ``datasketch.MinHash(num_perm, seed, scheme=scheme)`` updated with the row's shingles
-    (see ``tokpipe_core::minhash``); computed in Rust on all cores."""
+    (see ``tokpipe_core::minhash``); computed in Rust on all cores. ``hashfunc="xxh3"``
+    matches datasketch given ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``."""
     offsets, data, wide = string_buffers(column)
-    raw = _core.minhash_signatures(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase)
+    raw = _core.minhash_signatures(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+                                   hashfunc)
     return np.frombuffer(raw, dtype="<u4").reshape(len(offsets) - 1, num_perm)
 
 
 def minhash_dedup_keys(column: pa.Array | pa.ChunkedArray, num_perm: int, seed: int, scheme: str, shingle: str,
-                       ngram: int, char_ngram: int, lowercase: bool) -> pa.Array:
+                       ngram: int, char_ngram: int, lowercase: bool, hashfunc: str = "sha1") -> pa.Array:
     """Per row: its UTF-8 length (u64) then its signature (u32s), little-endian, as one
     fixed-size binary value of ``8 + 4 * num_perm`` bytes."""
     offsets, data, wide = string_buffers(column)
-    raw = _core.minhash_dedup_keys(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase)
+    raw = _core.minhash_dedup_keys(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+                                   hashfunc)
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(8 + 4 * num_perm), len(offsets) - 1,
                                                 [None, pa.py_buffer(raw)])
 

@@ -10,18 +10,26 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::minhash::banding::{cluster, ClusterConfig, Doc, Keep};
 use tokpipe_core::minhash::{
-    dedup_keys, key_bytes, params, signatures, MinHasher, Scheme, ShingleConfig, ShingleKind,
+    dedup_keys, key_bytes, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig,
+    ShingleKind,
 };
 use tokpipe_core::text::paragraphs;
 use tokpipe_core::Error;
 
-fn hasher(num_perm: usize, seed: u64, scheme: &str) -> PyResult<MinHasher> {
+fn hasher(num_perm: usize, seed: u64, scheme: &str, hashfunc: &str) -> PyResult<MinHasher> {
     let scheme = Scheme::parse(scheme).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "scheme must be 'affine32' or 'legacy', got {scheme:?}"
         ))
     });
-    MinHasher::new(num_perm, seed, scheme.py()?).py()
+    let hashfunc = HashFunc::parse(hashfunc).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "hashfunc must be 'sha1' or 'xxh3', got {hashfunc:?}"
+        ))
+    });
+    Ok(MinHasher::new(num_perm, seed, scheme.py()?)
+        .py()?
+        .with_hashfunc(hashfunc.py()?))
 }
 
 fn shingle_config(
@@ -55,7 +63,7 @@ fn u32_bytes(values: &[u32]) -> Vec<u8> {
 
 /// Signatures of every row, `num_perm` little-endian u32 each, concatenated.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase))]
+#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
 #[allow(clippy::too_many_arguments)]
 pub fn minhash_signatures<'py>(
     py: Python<'py>,
@@ -69,8 +77,9 @@ pub fn minhash_signatures<'py>(
     word_ngram: usize,
     char_ngram: usize,
     lowercase: bool,
+    hashfunc: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let hasher = hasher(num_perm, seed, scheme)?;
+    let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
     let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
     let column = StrBuffers::get(offsets, data, wide)?;
     let out = py.detach(|| -> PyResult<Vec<u8>> {
@@ -81,7 +90,7 @@ pub fn minhash_signatures<'py>(
 
 /// `minhash_dedup` keys of every row: length (u64) then signature (u32s), concatenated.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase))]
+#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
 #[allow(clippy::too_many_arguments)]
 pub fn minhash_dedup_keys<'py>(
     py: Python<'py>,
@@ -95,8 +104,9 @@ pub fn minhash_dedup_keys<'py>(
     word_ngram: usize,
     char_ngram: usize,
     lowercase: bool,
+    hashfunc: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let hasher = hasher(num_perm, seed, scheme)?;
+    let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
     let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
     let column = StrBuffers::get(offsets, data, wide)?;
     let out =
@@ -111,7 +121,7 @@ pub fn minhash_permutations(
     seed: u64,
     scheme: &str,
 ) -> PyResult<(Vec<u64>, Vec<u64>)> {
-    Ok(hasher(num_perm, seed, scheme)?.permutations())
+    Ok(hasher(num_perm, seed, scheme, "sha1")?.permutations())
 }
 
 /// datasketch's optimal (bands, rows) for a threshold.

@@ -21,7 +21,7 @@ pub mod union_find;
 use crate::text::StrColumn;
 use rayon::prelude::*;
 pub use shingles::{ShingleConfig, ShingleKind, Shingler};
-pub use signature::{MinHasher, Scheme};
+pub use signature::{HashFunc, MinHasher, Scheme};
 
 /// Rows per parallel task; documents are long enough that a few make a worthwhile task.
 const ROWS_PER_TASK: usize = 16;

@@ -23,6 +23,8 @@ use sha1::digest::generic_array::GenericArray;
 use sha1::{Digest, Sha1};
 
 const MERSENNE_PRIME: u64 = (1 << 61) - 1;
+/// Permutations handled together: one AVX2 register of u32.
+const LANES: usize = 8;
 const SHA1_INIT: [u32; 5] = [
     0x6745_2301,
     0xEFCD_AB89,
@@ -35,6 +37,26 @@ const SHA1_INIT: [u32; 5] = [
 pub enum Scheme {
     Affine32,
     Legacy,
+}
+
+/// How a shingle becomes the 32-bit value the permutations see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashFunc {
+    /// datasketch's default `sha1_hash32`.
+    Sha1,
+    /// xxh3_64 truncated to its low 32 bits: several times faster; equal to datasketch given
+    /// `hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF`.
+    Xxh3,
+}
+
+impl HashFunc {
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "sha1" => Some(HashFunc::Sha1),
+            "xxh3" => Some(HashFunc::Xxh3),
+            _ => None,
+        }
+    }
 }
 
 impl Scheme {
@@ -95,6 +117,7 @@ pub struct MinHasher {
     pub num_perm: usize,
     pub seed: u32,
     pub scheme: Scheme,
+    pub hashfunc: HashFunc,
     a32: Vec<u32>,
     b32: Vec<u32>,
     a64: Vec<u64>,
@@ -132,11 +155,27 @@ impl MinHasher {
             num_perm,
             seed,
             scheme,
+            hashfunc: HashFunc::Sha1,
             a32,
             b32,
             a64,
             b64,
         })
+    }
+
+    /// The same permutations with another shingle hash.
+    pub fn with_hashfunc(mut self, hashfunc: HashFunc) -> Self {
+        self.hashfunc = hashfunc;
+        self
+    }
+
+    /// A shingle's 32-bit hash.
+    #[inline]
+    pub fn hash(&self, shingle: &[u8]) -> u32 {
+        match self.hashfunc {
+            HashFunc::Sha1 => sha1_hash32(shingle),
+            HashFunc::Xxh3 => xxhash_rust::xxh3::xxh3_64(shingle) as u32,
+        }
     }
 
     /// datasketch's `permutations` (a, b), as u64.
@@ -177,10 +216,36 @@ impl MinHasher {
     fn update_portable(&self, mins: &mut [u32], hashes: &[u32]) {
         match self.scheme {
             Scheme::Affine32 => {
-                for &h in hashes {
-                    let h = fmix32(h);
-                    for ((m, &a), &b) in mins.iter_mut().zip(&self.a32).zip(&self.b32) {
-                        *m = (*m).min(a.wrapping_mul(h).wrapping_add(b));
+                // Permutations in lanes of 8 (one AVX2 register), each lane's minima held in
+                // registers across the whole block of hashes rather than loaded and stored per
+                // hash. The premixed hashes are computed once per block.
+                let mut mixed = [0u32; 64];
+                for block in hashes.chunks(64) {
+                    let mixed = &mut mixed[..block.len()];
+                    for (m, &h) in mixed.iter_mut().zip(block) {
+                        *m = fmix32(h);
+                    }
+                    let lanes = mins.len() / LANES * LANES;
+                    for ((m, a), b) in mins[..lanes]
+                        .chunks_exact_mut(LANES)
+                        .zip(self.a32.chunks_exact(LANES))
+                        .zip(self.b32.chunks_exact(LANES))
+                    {
+                        let mut acc: [u32; LANES] = m.try_into().expect("a lane");
+                        let a: [u32; LANES] = a.try_into().expect("a lane");
+                        let b: [u32; LANES] = b.try_into().expect("a lane");
+                        for &h in mixed.iter() {
+                            for l in 0..LANES {
+                                acc[l] = acc[l].min(a[l].wrapping_mul(h).wrapping_add(b[l]));
+                            }
+                        }
+                        m.copy_from_slice(&acc);
+                    }
+                    for i in lanes..mins.len() {
+                        for &h in mixed.iter() {
+                            mins[i] =
+                                mins[i].min(self.a32[i].wrapping_mul(h).wrapping_add(self.b32[i]));
+                        }
                     }
                 }
             }
@@ -210,7 +275,7 @@ pub fn sign_into(
     mins.fill(u32::MAX);
     hashes.clear();
     shingler.for_each(text, config, |s| {
-        hashes.push(sha1_hash32(s));
+        hashes.push(hasher.hash(s));
         if hashes.len() == 64 {
             hasher.update_hashes(mins, hashes);
             hashes.clear();
