@@ -91,6 +91,28 @@ pub fn prefers_chars(normalised: &str) -> bool {
     cjk > 0 && cjk * 3 >= cjk + other
 }
 
+/// [`normalise_into`] for ASCII text, byte by byte: the same result (ASCII has no special
+/// casing and its Python whitespace is `\t\n\x0b\x0c\r\x1c-\x1f` and space) without the
+/// lowercased copy and the char decoding, which cost as much as the hashing on English text.
+fn normalise_ascii(text: &str, lowercase: bool, out: &mut String) {
+    out.clear();
+    let mut bytes = std::mem::take(out).into_bytes();
+    let mut pending_space = false;
+    for &b in text.as_bytes() {
+        if matches!(b, b' ' | b'\t'..=b'\r' | 0x1c..=0x1f) {
+            pending_space = !bytes.is_empty();
+        } else {
+            if pending_space {
+                bytes.push(b' ');
+                pending_space = false;
+            }
+            bytes.push(if lowercase { b.to_ascii_lowercase() } else { b });
+        }
+    }
+    // Only ASCII bytes were pushed, so this cannot fail.
+    *out = String::from_utf8(bytes).expect("ASCII is UTF-8");
+}
+
 /// Reusable buffers: shingling allocates nothing per document once they have grown.
 #[derive(Default)]
 pub struct Shingler {
@@ -102,7 +124,11 @@ impl Shingler {
     /// Calls `f` with every shingle of `text` (repeats included: a set's MinHash does not
     /// change when an element is added twice).
     pub fn for_each(&mut self, text: &str, config: &ShingleConfig, mut f: impl FnMut(&[u8])) {
-        normalise_into(text, config.lowercase, true, &mut self.normalised);
+        if text.is_ascii() {
+            normalise_ascii(text, config.lowercase, &mut self.normalised);
+        } else {
+            normalise_into(text, config.lowercase, true, &mut self.normalised);
+        }
         let s = self.normalised.as_str();
         if s.is_empty() {
             return;
@@ -168,6 +194,17 @@ mod tests {
         );
         assert_eq!(shingles("Two words", ShingleKind::Word, 5), ["two words"]);
         assert!(shingles(" \n ", ShingleKind::Word, 5).is_empty());
+    }
+
+    #[test]
+    fn ascii_fast_path_equals_the_general_normalisation() {
+        let text = " A\tb\x0bC\x1c d\r\n\x0c E,F  \x1f g ";
+        let (mut fast, mut slow) = (String::new(), String::new());
+        for lowercase in [true, false] {
+            normalise_ascii(text, lowercase, &mut fast);
+            normalise_into(text, lowercase, true, &mut slow);
+            assert_eq!(fast, slow);
+        }
     }
 
     #[test]
