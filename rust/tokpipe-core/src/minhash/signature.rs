@@ -241,10 +241,14 @@ impl MinHasher {
                         }
                         m.copy_from_slice(&acc);
                     }
-                    for i in lanes..mins.len() {
+                    // The permutations past the last whole lane (num_perm not a multiple of 8).
+                    for ((m, &a), &b) in mins[lanes..]
+                        .iter_mut()
+                        .zip(&self.a32[lanes..])
+                        .zip(&self.b32[lanes..])
+                    {
                         for &h in mixed.iter() {
-                            mins[i] =
-                                mins[i].min(self.a32[i].wrapping_mul(h).wrapping_add(self.b32[i]));
+                            *m = (*m).min(a.wrapping_mul(h).wrapping_add(b));
                         }
                     }
                 }
