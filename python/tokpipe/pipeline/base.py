@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
+__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
            "stage_class", "split_rejected", "REASON", "STAGE"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
@@ -196,6 +196,16 @@ class Filter(Stage):
         return self.reject(batch, mask, reasons)
 
 
+@dataclass
+class Decision:
+    """A global stage's verdict on one task: ``keeper`` as ``GlobalStage.decide`` describes,
+    and per-document ``columns`` (one value per document) handed back to ``revise`` with the
+    task's documents."""
+
+    keeper: np.ndarray
+    columns: dict[str, pa.Array] = field(default_factory=dict)
+
+
 class GlobalStage(Stage):
     """A stage that must see the whole corpus before it can drop anything (deduplication).
 
@@ -203,15 +213,34 @@ class GlobalStage(Stage):
     of every batch; then ``decide`` once, over the keys of every task in task order, giving
     for each document the position (in that same global order) of the document kept in its
     place: its own position keeps it, any other drops it as a ``duplicate`` of that one.
+
+    ``decide`` may also return a ``Decision`` per task, whose columns come back to ``revise``
+    with each batch of the task's documents before the duplicates are dropped (by default
+    they are added to the documents). Counts ``decide`` puts in ``self.stats`` (``extra``, and
+    ``dropped`` for what ``revise`` will drop) are reported with the stage's.
     """
 
     scope = "global"
 
+    #: When set, the executor gives every document this column: the id of the document kept
+    #: for its cluster of duplicates (the kept one included), null for a document with none.
+    cluster_column: ClassVar[str | None] = None
+
     def keys(self, batch: pa.RecordBatch) -> pa.Array:
         raise NotImplementedError(f"{type(self).__name__} must implement keys()")
 
-    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+    def key_type(self) -> pa.DataType:
+        """The type of the arrays ``keys`` returns (to read back a task with no documents)."""
+        return pa.binary(16)
+
+    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray] | list[Decision]:
         raise NotImplementedError(f"{type(self).__name__} must implement decide()")
 
-    def apply(self, batch: pa.RecordBatch) -> StageResult:
-        raise TypeError(f"{self.name} is a global stage: the executor runs it through keys() and decide()")
+    def revise(self, batch: pa.RecordBatch, columns: dict[str, pa.Array]) -> tuple[pa.RecordBatch, np.ndarray | None]:
+        """Applies a ``Decision``'s columns to a batch of its task's documents, before the
+        duplicates are dropped: the batch (the same rows, in order) and, optionally, a reason
+        per row for the rows the stage drops (empty keeps them). By default the columns are
+        added to the documents."""
+        for name, column in columns.items():
+            batch = batch.append_column(name, column)
+        return batch, None

@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from tokpipe import _core
 
-__all__ = ["string_buffers", "exact_dedup_keys"]
+__all__ = ["string_buffers", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "paragraph_keys",
+           "paragraph_drop_lines"]
 
 
 def string_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes, bool]:
@@ -40,3 +41,55 @@ def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collap
     offsets, data, wide = string_buffers(column)
     digests = _core.exact_dedup_keys(offsets, data, wide, lowercase, collapse_whitespace)
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(offsets) - 1, [None, pa.py_buffer(digests)])
+
+
+def minhash_signatures(column: pa.Array | pa.ChunkedArray, num_perm: int = 128, seed: int = 1,
+                       scheme: str = "affine32", shingle: str = "word", ngram: int = 5, char_ngram: int = 5,
+                       lowercase: bool = True, hashfunc: str = "sha1") -> np.ndarray:
+    """MinHash signatures of each row, shape ``(rows, num_perm)``, uint32: equal to
+    ``datasketch.MinHash(num_perm, seed, scheme=scheme)`` updated with the row's shingles
+    (see ``tokpipe_core::minhash``); computed in Rust on all cores. ``hashfunc="xxh3"``
+    matches datasketch given ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``."""
+    offsets, data, wide = string_buffers(column)
+    raw = _core.minhash_signatures(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+                                   hashfunc)
+    return np.frombuffer(raw, dtype="<u4").reshape(len(offsets) - 1, num_perm)
+
+
+def minhash_dedup_keys(column: pa.Array | pa.ChunkedArray, num_perm: int, seed: int, scheme: str, shingle: str,
+                       ngram: int, char_ngram: int, lowercase: bool, hashfunc: str = "sha1") -> pa.Array:
+    """Per row: its UTF-8 length (u64) then its signature (u32s), little-endian, as one
+    fixed-size binary value of ``8 + 4 * num_perm`` bytes."""
+    offsets, data, wide = string_buffers(column)
+    raw = _core.minhash_dedup_keys(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+                                   hashfunc)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(8 + 4 * num_perm), len(offsets) - 1,
+                                                [None, pa.py_buffer(raw)])
+
+
+def paragraph_keys(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Per row, one 12-byte key per ``\\n``-separated line: its CCNet hash (u64, 0 for a
+    blank line) and its length in bytes (u32), as a ``large_binary`` value."""
+    offsets, data, wide = string_buffers(column)
+    keys, key_offsets = _core.paragraph_keys(offsets, data, wide)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                            [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)])
+
+
+def paragraph_drop_lines(column: pa.Array | pa.ChunkedArray, flags: pa.Array) -> pa.Array:
+    """Each row without the lines whose flag (one byte per line, in ``flags``, a binary
+    column) is 1; the column keeps its type."""
+    offsets, data, wide = string_buffers(column)
+    if isinstance(flags, pa.ChunkedArray):
+        flags = flags.combine_chunks()
+    if not pa.types.is_binary(flags.type):
+        flags = flags.cast(pa.binary())
+    _, flag_offsets, flag_data = flags.buffers()
+    flag_offsets_np = np.frombuffer(flag_offsets, dtype=np.int32)[flags.offset: flags.offset + len(flags) + 1] \
+        if flag_offsets is not None else np.zeros(1, dtype=np.int32)
+    text, text_offsets = _core.paragraph_drop_lines(offsets, data, wide, flag_offsets_np,
+                                                    flag_data if flag_data is not None else b"")
+    out = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(text_offsets), pa.py_buffer(text))
+    if isinstance(column, pa.ChunkedArray):
+        return out.cast(column.type)
+    return out.cast(column.type) if column.type != out.type else out

@@ -12,11 +12,14 @@
 //!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
+//! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
+//!   union-find clusters).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
 pub mod error;
 pub mod formats;
+pub mod minhash;
 pub mod models;
 pub mod normalizers;
 pub mod pre_tokenizers;

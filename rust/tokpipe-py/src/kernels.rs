@@ -10,7 +10,7 @@ use tokpipe_core::text::keys::exact_keys;
 use tokpipe_core::text::{Offsets, StrColumn};
 
 /// The bytes of a C-contiguous buffer (a pyarrow Buffer, a numpy array, a memoryview).
-fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
+pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     if !buffer.is_c_contiguous() {
         return Err(PyValueError::new_err("the buffer is not contiguous"));
     }

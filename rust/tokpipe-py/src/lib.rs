@@ -7,6 +7,7 @@
 mod errors;
 mod ids;
 mod kernels;
+mod minhash;
 mod quality;
 mod text_stats;
 mod tokenizer;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality::register(m)?;
     text_stats::register(m)?;
+    minhash::register(m)?;
     Ok(())
 }

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe.errors import CorpusError, PipelineError
-from tokpipe.pipeline.base import GlobalStage, Stage, StageStats, split_rejected
+from tokpipe.pipeline.base import Decision, GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
@@ -193,16 +193,21 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
             return
         previous = _summary(state_dir, k - 1, task.index)
         verdicts = _verdicts(state_dir, k - 1, task.index) if previous_global is not None else None
+        deciding: GlobalStage | None = None
+        if previous_global is not None:
+            built = StageSpec(previous_global["type"], previous_global["params"]).build()
+            assert isinstance(built, GlobalStage)
+            deciding = built
         offset = 0
         for name in previous["kept_files"]:
             for batch in pq.ParquetFile(state_dir / f"seg{k - 1}" / "kept" / name).iter_batches(
                     batch_size=reader.get("batch_rows", 1024)):
                 if _KEY in batch.schema.names:
                     batch = batch.drop_columns([_KEY])
-                if verdicts is not None:
-                    duplicate_of = verdicts.slice(offset, batch.num_rows)
+                if verdicts is not None and deciding is not None:
+                    verdict = verdicts.slice(offset, batch.num_rows)
                     offset += batch.num_rows
-                    batch = _apply_verdicts(batch, duplicate_of, previous_global["type"], reject)  # type: ignore[index]
+                    batch = _apply_verdicts(batch, verdict, deciding, reject)
                 if batch.num_rows:
                     yield batch
 
@@ -244,19 +249,31 @@ def _summary(state_dir: Path, k: int, task: int) -> dict[str, Any]:
     return json.loads((state_dir / f"seg{k}" / f"{task:06d}.json").read_text(encoding="utf-8"))
 
 
-def _verdicts(state_dir: Path, k: int, task: int) -> pa.Array:
-    """Global stage ``k``'s verdict on each document of ``task``: the id of the document
-    kept in its place, or null to keep it."""
-    return pq.read_table(state_dir / f"global{k}" / f"{task:06d}.parquet").column(DUPLICATE_OF).combine_chunks()
+def _verdicts(state_dir: Path, k: int, task: int) -> pa.Table:
+    """Global stage ``k``'s verdict on each document of ``task``: ``duplicate_of``, the id of
+    the document kept in its place or null to keep it, and the stage's decision columns."""
+    return pq.read_table(state_dir / f"global{k}" / f"{task:06d}.parquet").combine_chunks()
 
 
-def _apply_verdicts(batch: pa.RecordBatch, duplicate_of: pa.Array, stage_name: str,
+def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage,
                     reject: Callable[[pa.RecordBatch], None]) -> pa.RecordBatch:
-    """Drops the documents a global stage marked as duplicates, handing them to ``reject``."""
+    """Hands the decision's columns to the stage's ``revise``, then drops the documents marked
+    as duplicates and those ``revise`` dropped, handing them to ``reject``."""
+    columns = {name: verdict.column(name).combine_chunks() for name in verdict.column_names if name != DUPLICATE_OF}
+    duplicate_of = verdict.column(DUPLICATE_OF).combine_chunks()
     is_dup = duplicate_of.is_valid().to_numpy(zero_copy_only=False)
-    result = split_rejected(batch, ~is_dup, "duplicate", stage_name)
+    reasons: str | np.ndarray = "duplicate"
+    drop = is_dup
+    if columns:
+        batch, own = stage.revise(batch, columns)
+        if own is not None:
+            own = np.asarray(own, dtype=object)
+            dropped_here = own.astype(bool) & ~is_dup
+            reasons = np.where(is_dup, "duplicate", own)
+            drop = is_dup | dropped_here
+    result = split_rejected(batch, ~drop, reasons, stage.name)
     if result.rejected is not None:
-        reject(result.rejected.append_column(DUPLICATE_OF, duplicate_of.filter(pa.array(is_dup))))
+        reject(result.rejected.append_column(DUPLICATE_OF, duplicate_of.filter(pa.array(drop))))
     return result.kept
 
 
@@ -398,12 +415,20 @@ class LocalExecutor:
         assert isinstance(stage, GlobalStage)
         files = [[self.state / f"seg{k}" / "kept" / name for name in _summary(self.state, k, t.index)["kept_files"]]
                  for t in tasks]
-        keys = [_read_column(f, _KEY, pa.binary(16)) for f in files]
-        keepers = stage.decide(keys)
-        bounds = np.cumsum([0, *[len(x) for x in keys]])
-        # Ids of the kept copies that have duplicates, read only from the tasks that hold them.
+        keys = [_read_column(f, _KEY, stage.key_type()) for f in files]
+        decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in stage.decide(keys)]
+        del keys
+        keepers = [d.keeper for d in decisions]
+        bounds = np.cumsum([0, *[len(x) for x in keepers]])
         own = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(files))]
-        needed = np.unique(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)])) if files else np.zeros(0, int)
+        flat = np.concatenate(keepers) if keepers else np.zeros(0, dtype=np.int64)
+        # Ids of the kept copies that have duplicates, read only from the tasks that hold them.
+        clustered = np.zeros(0, dtype=np.int64)
+        if stage.cluster_column is not None and len(flat):
+            positions, counts = np.unique(flat, return_counts=True)
+            clustered = positions[counts > 1]
+        needed = np.union1d(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)]) if files else np.zeros(0, int),
+                            clustered).astype(np.int64)
         ids: dict[int, str] = {}
         for i, f in enumerate(files):
             here = needed[(needed >= bounds[i]) & (needed < bounds[i + 1])]
@@ -412,14 +437,22 @@ class LocalExecutor:
                 for position in here.tolist():
                     ids[position] = column[position - int(bounds[i])].as_py()
         stats = StageStats(spec.type)
+        in_cluster = np.isin(flat, clustered)
         for i, t in enumerate(tasks):
             is_dup = keepers[i] != own[i]
             duplicate_of = [ids[int(p)] if d else None for p, d in zip(keepers[i], is_dup)]
-            _write_table(self.state / f"global{k}" / f"{t.index:06d}.parquet",
-                         [pa.record_batch({DUPLICATE_OF: pa.array(duplicate_of, type=pa.string())})])
+            columns = {DUPLICATE_OF: pa.array(duplicate_of, type=pa.string())}
+            if stage.cluster_column is not None:
+                member = in_cluster[bounds[i]:bounds[i + 1]]
+                columns[stage.cluster_column] = pa.array(
+                    [ids[int(p)] if m else None for p, m in zip(keepers[i], member)], type=pa.string())
+            columns.update(decisions[i].columns)
+            _write_table(self.state / f"global{k}" / f"{t.index:06d}.parquet", [pa.record_batch(columns)])
             stats.input += len(is_dup)
             stats.dropped["duplicate"] += int(is_dup.sum())
-        stats.kept = stats.input - stats.dropped["duplicate"]
+        stats.dropped.update(stage.stats.dropped)
+        stats.extra.update(stage.stats.extra)
+        stats.kept = stats.input - sum(stats.dropped.values())
         _write_json(done, {"stats": stats.as_dict()})
         self.progress(ProgressUpdate(f"{spec.type}: deciding", 1, 1, "units"))
 

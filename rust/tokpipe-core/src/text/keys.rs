@@ -15,7 +15,7 @@ pub const KEY_BYTES: usize = 16;
 /// Rows per parallel task: enough to hide rayon's per-task cost on short documents.
 const ROWS_PER_TASK: usize = 256;
 
-fn is_python_whitespace(c: char) -> bool {
+pub(crate) fn is_python_whitespace(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 

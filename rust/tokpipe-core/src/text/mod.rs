@@ -10,6 +10,7 @@ pub mod fineweb;
 pub mod gopher;
 pub mod keys;
 pub mod lines;
+pub mod paragraphs;
 pub mod stats;
 pub mod words;
 

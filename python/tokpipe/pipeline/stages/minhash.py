@@ -1,0 +1,137 @@
+"""``minhash_dedup``: drop near-duplicate documents, keeping one per cluster.
+
+Each document becomes a set of shingles (word 5-grams of its lowercased, whitespace-normalised
+text by default; character 5-grams for text that is mostly Chinese or Japanese), summarised by
+a MinHash signature equal to ``datasketch.MinHash(num_perm, seed, scheme=scheme)`` updated
+with the same shingles. Signatures are cut into bands (``bands`` x ``rows``, by default
+datasketch's ``MinHashLSH`` optimum for ``threshold``); documents sharing a band are
+candidates, optionally verified (signature agreement >= ``threshold``), and joined into
+clusters by union-find. One document per cluster is kept: the first in corpus order, or the
+longest (ties to the first).
+
+Like ``exact_dedup`` it is a global stage, run in two steps by the executor: ``keys`` computes
+signatures in Rust in the parallel phase; ``decide`` bands and clusters them all at once, in
+Rust, in (task, row) order, so the result does not depend on the number of workers. Every
+document gets a ``dup_cluster`` column (the id of the document kept for its cluster, null when
+it has no near-duplicate); a dropped one goes to ``rejected/`` with reason ``duplicate`` and the
+kept document's id in ``duplicate_of``.
+
+Memory: ``decide`` holds every signature (``8 + 4 * num_perm`` bytes a document, 520 bytes at
+the default 128) and one band's sorted keys (16 bytes a document); nothing per document in
+Python. See ``tokpipe_core::minhash::banding`` for what spilling to disk would take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from tokpipe import _core
+from tokpipe.errors import InvalidArgumentError
+from tokpipe.pipeline.base import GlobalStage, register
+from tokpipe.pipeline.documents import TEXT
+from tokpipe.pipeline.kernels import minhash_dedup_keys
+
+__all__ = ["MinhashDedup", "optimal_params"]
+
+
+def optimal_params(threshold: float, num_perm: int, false_positive_weight: float = 0.5,
+                   false_negative_weight: float = 0.5) -> tuple[int, int]:
+    """(bands, rows) minimising the weighted false positive and false negative probabilities
+    at ``threshold``: datasketch's ``MinHashLSH`` choice, computed without SciPy."""
+    return _core.minhash_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
+
+
+@register
+class MinhashDedup(GlobalStage):
+    """Near-duplicates (estimated Jaccard similarity of shingle sets >= ``threshold``) are
+    dropped with reason ``duplicate``, one document per cluster kept (``keep``: ``first`` or
+    ``longest``). ``shingle``: ``word`` (``ngram`` words), ``char`` (``char_ngram``
+    characters) or ``auto`` (characters for text at least one third Han or kana).
+    ``scheme``: datasketch's permutations, ``affine32`` (datasketch >= 2.0) or ``legacy``
+    (datasketch < 2.0). ``hashfunc``: ``sha1`` (datasketch's default) or ``xxh3`` (faster;
+    datasketch with ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``).
+    ``bands`` and ``rows`` override the optimiser together."""
+
+    name = "minhash_dedup"
+    cluster_column = "dup_cluster"
+
+    def __init__(self, threshold: float = 0.8, num_perm: int = 128, seed: int = 1, scheme: str = "affine32",
+                 shingle: str = "auto", ngram: int = 5, char_ngram: int = 5, lowercase: bool = True,
+                 bands: int | None = None, rows: int | None = None, verify: bool = True, keep: str = "first",
+                 false_positive_weight: float = 0.5, false_negative_weight: float = 0.5,
+                 hashfunc: str = "sha1") -> None:
+        where = "minhash_dedup"
+        if not 0.0 < threshold <= 1.0:
+            raise InvalidArgumentError(f"{where}: threshold must be in (0, 1], got {threshold}")
+        if num_perm < 2:
+            raise InvalidArgumentError(f"{where}: num_perm must be at least 2, got {num_perm}")
+        if not 0 <= seed < 2**32:
+            raise InvalidArgumentError(f"{where}: seed must be in [0, 2**32), got {seed}")
+        if scheme not in ("affine32", "legacy"):
+            raise InvalidArgumentError(f"{where}: scheme must be affine32 or legacy, got {scheme!r}")
+        if shingle not in ("word", "char", "auto"):
+            raise InvalidArgumentError(f"{where}: shingle must be word, char or auto, got {shingle!r}")
+        if ngram < 1 or char_ngram < 1:
+            raise InvalidArgumentError(f"{where}: n-gram sizes must be positive")
+        if hashfunc not in ("sha1", "xxh3"):
+            raise InvalidArgumentError(f"{where}: hashfunc must be sha1 or xxh3, got {hashfunc!r}")
+        if keep not in ("first", "longest"):
+            raise InvalidArgumentError(f"{where}: keep must be first or longest, got {keep!r}")
+        if (bands is None) != (rows is None):
+            raise InvalidArgumentError(f"{where}: give both bands and rows, or neither")
+        if bands is not None and rows is not None and (bands < 1 or rows < 1 or bands * rows > num_perm):
+            raise InvalidArgumentError(f"{where}: need bands * rows <= num_perm, got {bands} x {rows} > {num_perm}")
+        self.threshold = threshold
+        self.num_perm = num_perm
+        self.seed = seed
+        self.scheme = scheme
+        self.shingle = shingle
+        self.ngram = ngram
+        self.char_ngram = char_ngram
+        self.lowercase = lowercase
+        self.bands = bands
+        self.rows = rows
+        self.verify = verify
+        self.keep = keep
+        self.false_positive_weight = false_positive_weight
+        self.false_negative_weight = false_negative_weight
+        self.hashfunc = hashfunc
+
+    def lsh_params(self) -> tuple[int, int]:
+        """The (bands, rows) used: as given, or datasketch's optimum for the threshold."""
+        if self.bands is not None and self.rows is not None:
+            return self.bands, self.rows
+        return optimal_params(self.threshold, self.num_perm, self.false_positive_weight, self.false_negative_weight)
+
+    def key_type(self) -> pa.DataType:
+        return pa.binary(8 + 4 * self.num_perm)
+
+    def keys(self, batch: pa.RecordBatch) -> pa.Array:
+        return minhash_dedup_keys(batch.column(TEXT), self.num_perm, self.seed, self.scheme, self.shingle,
+                                  self.ngram, self.char_ngram, self.lowercase, self.hashfunc)
+
+    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+        bands, rows = self.lsh_params()
+        width = 8 + 4 * self.num_perm
+        chunks = []
+        for k in keys:
+            if len(k) == 0:
+                continue
+            if k.null_count:
+                raise ValueError("minhash_dedup: a document has no signature")
+            data = np.frombuffer(k.buffers()[1], dtype=np.uint8)
+            chunks.append(data[k.offset * width:(k.offset + len(k)) * width])
+        raw, candidates, rejected = _core.minhash_cluster(chunks, self.num_perm, bands, rows,
+                                                          self.threshold if self.verify else None, self.keep)
+        keeper = np.frombuffer(raw, dtype="<u4").astype(np.int64)
+        stats = self.stats.extra
+        stats["bands"], stats["rows"] = bands, rows
+        stats["candidates"] += candidates
+        stats["candidates_rejected"] += rejected
+        positions, counts = np.unique(keeper, return_counts=True)
+        stats["clusters"] += int((counts > 1).sum())
+        bounds = np.cumsum([0, *[len(k) for k in keys]])
+        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(keys))]

@@ -1,0 +1,73 @@
+//! Near-duplicate detection with MinHash LSH, interchangeable with datasketch.
+//!
+//! - [`shingles`]: the set each document stands for (word or character n-grams of its
+//!   normalised text).
+//! - [`signature`]: MinHash signatures equal to `datasketch.MinHash(num_perm, seed, scheme)`
+//!   updated with the same shingles (SHA-1 based, `affine32` or `legacy` permutations).
+//! - [`params`]: bands and rows for a Jaccard threshold, datasketch's optimiser.
+//! - [`banding`] and [`union_find`]: candidate pairs by LSH banding (sorted band keys, no hash
+//!   map), optional verification, connected components, one keeper per cluster.
+//!
+//! The pipeline's `minhash_dedup` stage calls [`dedup_keys`] per batch (in parallel workers)
+//! and [`banding::cluster`] once over the whole corpus.
+
+pub mod banding;
+mod numpy_rng;
+pub mod params;
+pub mod shingles;
+pub mod signature;
+pub mod union_find;
+
+use crate::text::StrColumn;
+use rayon::prelude::*;
+pub use shingles::{ShingleConfig, ShingleKind, Shingler};
+pub use signature::{HashFunc, MinHasher, Scheme};
+
+/// Rows per parallel task; documents are long enough that a few make a worthwhile task.
+const ROWS_PER_TASK: usize = 16;
+
+/// Signatures of every row, row after row (`column.len() * num_perm` values), in parallel.
+pub fn signatures(column: &StrColumn<'_>, hasher: &MinHasher, config: &ShingleConfig) -> Vec<u32> {
+    let k = hasher.num_perm;
+    let mut out = vec![0u32; column.len() * k];
+    out.par_chunks_mut(ROWS_PER_TASK * k)
+        .enumerate()
+        .for_each(|(chunk, rows)| {
+            let mut shingler = Shingler::default();
+            let mut hashes = Vec::with_capacity(64);
+            for (j, mins) in rows.chunks_mut(k).enumerate() {
+                let text = column.get(chunk * ROWS_PER_TASK + j);
+                signature::sign_into(hasher, &mut shingler, config, text, &mut hashes, mins);
+            }
+        });
+    out
+}
+
+/// Bytes of one document's dedup key: its length in bytes (u64) then its signature (u32s),
+/// all little-endian.
+pub fn key_bytes(num_perm: usize) -> usize {
+    8 + 4 * num_perm
+}
+
+/// The `minhash_dedup` keys of every row: [`key_bytes`] each, concatenated.
+pub fn dedup_keys(column: &StrColumn<'_>, hasher: &MinHasher, config: &ShingleConfig) -> Vec<u8> {
+    let k = hasher.num_perm;
+    let width = key_bytes(k);
+    let mut out = vec![0u8; column.len() * width];
+    out.par_chunks_mut(ROWS_PER_TASK * width)
+        .enumerate()
+        .for_each(|(chunk, rows)| {
+            let mut shingler = Shingler::default();
+            let mut hashes = Vec::with_capacity(64);
+            let mut mins = vec![0u32; k];
+            for (j, key) in rows.chunks_mut(width).enumerate() {
+                let text = column.get(chunk * ROWS_PER_TASK + j);
+                signature::sign_into(hasher, &mut shingler, config, text, &mut hashes, &mut mins);
+                key[..8].copy_from_slice(&(text.len() as u64).to_le_bytes());
+                for (dst, v) in key[8..].chunks_exact_mut(4).zip(&mins) {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        });
+    out
+}

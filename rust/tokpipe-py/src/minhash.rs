@@ -1,0 +1,305 @@
+//! `tokpipe._core` bindings of near-duplicate removal (`tokpipe_core::minhash`) and CCNet
+//! paragraph dedup (`tokpipe_core::text::paragraphs`): Arrow buffers in, bytes out, the GIL
+//! released around the work.
+
+use crate::errors::IntoPyResult;
+use crate::kernels::{bytes_of, StrBuffers};
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tokpipe_core::minhash::banding::{cluster, ClusterConfig, Doc, Keep};
+use tokpipe_core::minhash::{
+    dedup_keys, key_bytes, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig,
+    ShingleKind,
+};
+use tokpipe_core::text::paragraphs;
+use tokpipe_core::Error;
+
+fn hasher(num_perm: usize, seed: u64, scheme: &str, hashfunc: &str) -> PyResult<MinHasher> {
+    let scheme = Scheme::parse(scheme).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "scheme must be 'affine32' or 'legacy', got {scheme:?}"
+        ))
+    });
+    let hashfunc = HashFunc::parse(hashfunc).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "hashfunc must be 'sha1' or 'xxh3', got {hashfunc:?}"
+        ))
+    });
+    Ok(MinHasher::new(num_perm, seed, scheme.py()?)
+        .py()?
+        .with_hashfunc(hashfunc.py()?))
+}
+
+fn shingle_config(
+    shingle: &str,
+    word_ngram: usize,
+    char_ngram: usize,
+    lowercase: bool,
+) -> PyResult<ShingleConfig> {
+    let kind = ShingleKind::parse(shingle).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "shingle must be 'word', 'char' or 'auto', got {shingle:?}"
+        ))
+    });
+    if word_ngram == 0 || char_ngram == 0 {
+        return Err(Error::InvalidArgument(
+            "n-gram sizes must be positive".into(),
+        ))
+        .py();
+    }
+    Ok(ShingleConfig {
+        kind: kind.py()?,
+        word_ngram,
+        char_ngram,
+        lowercase,
+    })
+}
+
+fn u32_bytes(values: &[u32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Signatures of every row, `num_perm` little-endian u32 each, concatenated.
+#[pyfunction]
+#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
+#[allow(clippy::too_many_arguments)]
+pub fn minhash_signatures<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+    num_perm: usize,
+    seed: u64,
+    scheme: &str,
+    shingle: &str,
+    word_ngram: usize,
+    char_ngram: usize,
+    lowercase: bool,
+    hashfunc: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
+    let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let out = py.detach(|| -> PyResult<Vec<u8>> {
+        Ok(u32_bytes(&signatures(&column.column()?, &hasher, &config)))
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// `minhash_dedup` keys of every row: length (u64) then signature (u32s), concatenated.
+#[pyfunction]
+#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
+#[allow(clippy::too_many_arguments)]
+pub fn minhash_dedup_keys<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+    num_perm: usize,
+    seed: u64,
+    scheme: &str,
+    shingle: &str,
+    word_ngram: usize,
+    char_ngram: usize,
+    lowercase: bool,
+    hashfunc: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
+    let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let out =
+        py.detach(|| -> PyResult<Vec<u8>> { Ok(dedup_keys(&column.column()?, &hasher, &config)) })?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// datasketch's permutation parameters (a, b) for `(num_perm, seed, scheme)`.
+#[pyfunction]
+pub fn minhash_permutations(
+    num_perm: usize,
+    seed: u64,
+    scheme: &str,
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    Ok(hasher(num_perm, seed, scheme, "sha1")?.permutations())
+}
+
+/// datasketch's optimal (bands, rows) for a threshold.
+#[pyfunction]
+#[pyo3(signature = (threshold, num_perm, false_positive_weight=0.5, false_negative_weight=0.5))]
+pub fn minhash_optimal_params(
+    py: Python<'_>,
+    threshold: f64,
+    num_perm: usize,
+    false_positive_weight: f64,
+    false_negative_weight: f64,
+) -> PyResult<(usize, usize)> {
+    py.detach(|| {
+        params::optimal_params(
+            threshold,
+            num_perm,
+            false_positive_weight,
+            false_negative_weight,
+        )
+    })
+    .py()
+}
+
+/// Clusters the documents whose keys (`minhash_dedup_keys` output) are the concatenation of
+/// `chunks`, in order: (keeper position per document as u32 bytes, candidates, rejected).
+#[pyfunction]
+#[pyo3(signature = (chunks, num_perm, bands, rows, verify, keep))]
+pub fn minhash_cluster<'py>(
+    py: Python<'py>,
+    chunks: Vec<Bound<'py, PyAny>>,
+    num_perm: usize,
+    bands: usize,
+    rows: usize,
+    verify: Option<f64>,
+    keep: &str,
+) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
+    let keep = Keep::parse(keep).ok_or_else(|| {
+        Error::InvalidArgument(format!("keep must be 'first' or 'longest', got {keep:?}"))
+    });
+    let config = ClusterConfig {
+        bands,
+        rows,
+        verify,
+        keep: keep.py()?,
+    };
+    let buffers = chunks
+        .iter()
+        .map(PyUntypedBuffer::get)
+        .collect::<PyResult<Vec<_>>>()?;
+    let width = key_bytes(num_perm);
+    let mut docs: Vec<Doc<'_>> = Vec::new();
+    for buffer in &buffers {
+        let bytes = bytes_of(buffer)?;
+        if bytes.len() % width != 0 {
+            return Err(PyValueError::new_err(format!(
+                "minhash keys of {width} bytes expected, got a buffer of {} bytes",
+                bytes.len()
+            )));
+        }
+        for key in bytes.chunks_exact(width) {
+            // SAFETY: u32 has no invalid bit patterns; alignment is checked just below.
+            let (head, signature, tail) = unsafe { key[8..].align_to::<u32>() };
+            if !head.is_empty() || !tail.is_empty() || !cfg!(target_endian = "little") {
+                return Err(PyValueError::new_err(
+                    "minhash keys must be 4-byte aligned (an Arrow or numpy buffer is)",
+                ));
+            }
+            let length = u64::from_le_bytes(key[..8].try_into().expect("8 bytes"));
+            docs.push(Doc { signature, length });
+        }
+    }
+    let out = py.detach(|| cluster(&docs, &config)).py()?;
+    Ok((
+        PyBytes::new(py, &u32_bytes(&out.keeper)),
+        out.candidates,
+        out.rejected,
+    ))
+}
+
+/// Line keys of every row: (data, int64 offsets as bytes).
+#[pyfunction]
+pub fn paragraph_keys<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let (keys, key_offsets) = py.detach(|| -> PyResult<_> {
+        let (keys, offsets) = paragraphs::paragraph_keys(&column.column()?);
+        Ok((
+            keys,
+            offsets
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ))
+    })?;
+    Ok((PyBytes::new(py, &keys), PyBytes::new(py, &key_offsets)))
+}
+
+/// Which lines to remove: (drop flag per line, emptied flag per document, paragraphs,
+/// paragraphs removed, bytes removed). `lines` holds each document's line count (u32).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn paragraph_decide<'py>(
+    py: Python<'py>,
+    keys: &Bound<'py, PyAny>,
+    lines: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, u64, u64, u64)> {
+    let keys = PyUntypedBuffer::get(keys)?;
+    let lines = PyUntypedBuffer::get(lines)?;
+    let verdict = py.detach(|| -> PyResult<_> {
+        let lines_bytes = bytes_of(&lines)?;
+        let counts: Vec<u32> = lines_bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        paragraphs::paragraph_decide(bytes_of(&keys)?, &counts).py()
+    })?;
+    Ok((
+        PyBytes::new(py, &verdict.drop),
+        PyBytes::new(py, &verdict.emptied),
+        verdict.paragraphs,
+        verdict.paragraphs_removed,
+        verdict.bytes_removed,
+    ))
+}
+
+/// Rows without their flagged lines: (data, int64 offsets as bytes). `flag_offsets` are the
+/// int32 offsets of a binary column holding one flag byte per line of each row.
+#[pyfunction]
+pub fn paragraph_drop_lines<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+    flag_offsets: &Bound<'py, PyAny>,
+    flag_data: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let flag_offsets = PyUntypedBuffer::get(flag_offsets)?;
+    let flag_data = PyUntypedBuffer::get(flag_data)?;
+    let (text, text_offsets) = py.detach(|| -> PyResult<_> {
+        let column = column.column()?;
+        let fo: Vec<usize> = bytes_of(&flag_offsets)?
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")).max(0) as usize)
+            .collect();
+        let fd = bytes_of(&flag_data)?;
+        if fo.len() != column.len() + 1
+            || fo.windows(2).any(|w| w[0] > w[1])
+            || fo.last().is_some_and(|&e| e > fd.len())
+        {
+            return Err(PyValueError::new_err(
+                "paragraph flags do not match the column",
+            ));
+        }
+        let (text, offsets) = paragraphs::drop_lines(&column, |i| &fd[fo[i]..fo[i + 1]]).py()?;
+        Ok((
+            text,
+            offsets
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ))
+    })?;
+    Ok((PyBytes::new(py, &text), PyBytes::new(py, &text_offsets)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(minhash_signatures, m)?)?;
+    m.add_function(wrap_pyfunction!(minhash_dedup_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(minhash_permutations, m)?)?;
+    m.add_function(wrap_pyfunction!(minhash_optimal_params, m)?)?;
+    m.add_function(wrap_pyfunction!(minhash_cluster, m)?)?;
+    m.add_function(wrap_pyfunction!(paragraph_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(paragraph_decide, m)?)?;
+    m.add_function(wrap_pyfunction!(paragraph_drop_lines, m)?)?;
+    Ok(())
+}
