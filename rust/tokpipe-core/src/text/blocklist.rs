@@ -8,7 +8,8 @@
 //! C4's `(?:\W|^)(w1|w2|...)(?:\W|$)`. Every occurrence of every entry counts, overlapping
 //! ones included (`"bad"` and `"bad word"` both count in "bad word").
 
-use super::words::{is_alnum, word_count};
+use super::chars::is_alnum;
+use super::words::word_count;
 use super::StrColumn;
 use crate::error::{Error, Result};
 use aho_corasick::AhoCorasick;

@@ -6,13 +6,13 @@
 //! generated into `en_special.rs`. Tokens are never copied: each comes as a slice of the text with its kind, which
 //! is all the quality kernels need (word counts and lengths, n-grams, sentence counts).
 
+use super::chars::is_punct;
 use super::en_special::{
     ALPHA, ALPHA_LOWER, ALPHA_UPPER, CURRENCY, HYPHENS, ICONS, SPECIAL_CASES, UNITS, URL_PATTERN,
 };
 use super::lines::is_py_space;
 use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
-use unicode_general_category::{get_general_category, GeneralCategory as G};
 
 /// What the sentencizer needs to know about a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,47 +114,6 @@ fn is_sentence_punct(c: char) -> bool {
     )
 }
 
-fn is_p(c: char) -> bool {
-    if c.is_ascii() {
-        // The ASCII punctuation marks that are Unicode P* (the others, `$+<=>^`|~`, are S*).
-        return matches!(
-            c,
-            '!' | '"'
-                | '#'
-                | '%'
-                | '&'
-                | '\''
-                | '('
-                | ')'
-                | '*'
-                | ','
-                | '-'
-                | '.'
-                | '/'
-                | ':'
-                | ';'
-                | '?'
-                | '@'
-                | '['
-                | '\\'
-                | ']'
-                | '_'
-                | '{'
-                | '}'
-        );
-    }
-    matches!(
-        get_general_category(c),
-        G::ConnectorPunctuation
-            | G::DashPunctuation
-            | G::OpenPunctuation
-            | G::ClosePunctuation
-            | G::InitialPunctuation
-            | G::FinalPunctuation
-            | G::OtherPunctuation
-    )
-}
-
 fn in_table(c: char, table: &[(char, char)]) -> bool {
     table
         .binary_search_by(|&(lo, hi)| {
@@ -205,7 +164,7 @@ fn kind_of(token: &str) -> Kind {
             return Kind::Terminal;
         }
     }
-    if !token.is_empty() && token.chars().all(is_p) {
+    if !token.is_empty() && token.chars().all(is_punct) {
         Kind::Punct
     } else {
         Kind::Word

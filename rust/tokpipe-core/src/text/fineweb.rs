@@ -78,13 +78,7 @@ pub fn fineweb_column(
                 );
             }
         });
-    let mut out = vec![0u64; 7 * n];
-    for (i, row) in rows.iter().enumerate() {
-        for (f, v) in row.iter().enumerate() {
-            out[f * n + i] = *v;
-        }
-    }
-    out
+    super::field_major(&rows)
 }
 
 #[cfg(test)]

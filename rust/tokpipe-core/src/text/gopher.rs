@@ -11,13 +11,13 @@
 //! hashes, and compared byte for byte on a hash match, so a hash collision cannot change a
 //! count. The tables and buffers are reused from document to document.
 
+use super::chars::is_py_alpha;
 use super::lines::{char_len, is_py_space, py_splitlines};
 use super::words::Splitter;
 use super::StrColumn;
 use hashbrown::HashTable;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
-use unicode_general_category::{get_general_category, GeneralCategory as G};
 
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 16;
@@ -47,22 +47,6 @@ pub const REPETITION_STATS: [&str; 7] = [
     "dup_lines",      // lines equal to an earlier one
     "dup_line_chars", // their total length
 ];
-
-/// Python's `str.isalpha` for one character: general category Lu, Ll, Lt, Lm or Lo.
-#[inline]
-pub fn is_py_alpha(c: char) -> bool {
-    if c.is_ascii() {
-        return c.is_ascii_alphabetic();
-    }
-    matches!(
-        get_general_category(c),
-        G::UppercaseLetter
-            | G::LowercaseLetter
-            | G::TitlecaseLetter
-            | G::ModifierLetter
-            | G::OtherLetter
-    )
-}
 
 /// The quality rules' settings: datatrove's `PUNCTUATION_SET` (a word made only of these is a
 /// symbol, not a word) and the stop words.

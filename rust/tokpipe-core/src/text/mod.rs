@@ -4,6 +4,7 @@
 
 pub mod blocklist;
 pub mod c4;
+pub mod chars;
 mod en_special;
 pub mod en_words;
 pub mod fineweb;
@@ -15,6 +16,19 @@ pub mod stats;
 pub mod words;
 
 use crate::error::{Error, Result};
+
+/// Per-row statistics laid out field by field (`N` arrays of `rows.len()` values): how the
+/// kernels hand a table of statistics to numpy.
+pub(crate) fn field_major<T: Copy + Default, const N: usize>(rows: &[[T; N]]) -> Vec<T> {
+    let n = rows.len();
+    let mut out = vec![T::default(); N * n];
+    for (i, row) in rows.iter().enumerate() {
+        for (f, v) in row.iter().enumerate() {
+            out[f * n + i] = *v;
+        }
+    }
+    out
+}
 
 /// An Arrow string column as Arrow lays it out: `offsets[i]..offsets[i + 1]` is row `i` in
 /// `data`. Borrowed, never copied; offsets are checked on construction so rows can be sliced

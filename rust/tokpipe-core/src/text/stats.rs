@@ -11,8 +11,9 @@
 //!   [`PUNCT_CLASSES`] as a fraction of all punctuation characters (`other` for the rest);
 //! - a ratio whose denominator is 0 is computed over 1 (so it is 0 when its numerator is).
 
+use super::chars::{is_alnum, is_punct_category};
 use super::lines::is_py_space;
-use super::words::{is_alnum, is_cjk_terminal, WordScanner};
+use super::words::{is_cjk_terminal, WordScanner};
 use super::StrColumn;
 use rayon::prelude::*;
 use std::sync::OnceLock;
@@ -57,19 +58,6 @@ pub const PUNCT_CLASSES: [&str; 9] = [
 
 fn general_category(c: char) -> G {
     get_general_category(c)
-}
-
-fn is_punct_category(g: G) -> bool {
-    matches!(
-        g,
-        G::ConnectorPunctuation
-            | G::DashPunctuation
-            | G::OpenPunctuation
-            | G::ClosePunctuation
-            | G::InitialPunctuation
-            | G::FinalPunctuation
-            | G::OtherPunctuation
-    )
 }
 
 /// The class (index into [`PUNCT_CLASSES`]) of a punctuation character of category `g`.
@@ -274,13 +262,7 @@ pub fn stats_column(column: &StrColumn) -> Vec<f64> {
                 *slot = text_features(column.get(task * ROWS_PER_TASK + j));
             }
         });
-    let mut out = vec![0f64; FEATURES.len() * n];
-    for (i, row) in rows.iter().enumerate() {
-        for (f, v) in row.iter().enumerate() {
-            out[f * n + i] = *v;
-        }
-    }
-    out
+    super::field_major(&rows)
 }
 
 #[cfg(test)]

@@ -20,28 +20,8 @@
 //! counts, lengths, n-gram repeats and stop words, which work on characters with thresholds set
 //! for them (see the stages' language defaults).
 
+use super::chars::is_alnum;
 use super::lines::is_py_space;
-use unicode_general_category::{get_general_category, GeneralCategory as G};
-
-/// Unicode general category L* (letter) or N* (number): Python's `str.isalnum` for one
-/// character, up to the rare characters with a numeric value but another category.
-#[inline]
-pub fn is_alnum(c: char) -> bool {
-    if c.is_ascii() {
-        return c.is_ascii_alphanumeric();
-    }
-    matches!(
-        get_general_category(c),
-        G::UppercaseLetter
-            | G::LowercaseLetter
-            | G::TitlecaseLetter
-            | G::ModifierLetter
-            | G::OtherLetter
-            | G::DecimalNumber
-            | G::LetterNumber
-            | G::OtherNumber
-    )
-}
 
 /// Whether `c` lies in one of the CJK blocks whose letters count as one word each: 々〆〇 and
 /// 〻 (U+3005..U+3007, U+303B), Hiragana and Katakana (U+3040..U+30FF), Katakana Phonetic
