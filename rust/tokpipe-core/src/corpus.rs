@@ -468,6 +468,96 @@ pub(crate) fn read_batches(
     Ok(())
 }
 
+/// Streams `paths` and hands every usable document to `on_document` on the rayon threads:
+/// reader threads open and decompress files (one file per reader at a time) and cut them into
+/// batches, every rayon thread decodes batches and calls `on_document(state, document)` with
+/// the state of its slot in `states` (one slot per thread, so the locks are never contended),
+/// then `after_batch(state)` once per batch. Stops at the first error. Returns what was read
+/// and what was set aside. This is the reading loop of every trainer.
+pub(crate) fn par_for_each_document<S: Send>(
+    paths: &[PathBuf],
+    opts: &CorpusOptions,
+    progress: &indicatif::ProgressBar,
+    states: &[std::sync::Mutex<S>],
+    on_document: impl Fn(&mut S, &str) -> Result<()> + Sync,
+    after_batch: impl Fn(&mut S) + Sync,
+) -> Result<CorpusReport> {
+    use rayon::prelude::*;
+    use std::sync::Mutex;
+    assert!(!states.is_empty(), "at least one state");
+    let reports: Vec<Mutex<ReportBuilder>> = (0..states.len()).map(|_| Mutex::default()).collect();
+    let stop = AtomicBool::new(false);
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let fail = |e: Error| {
+        stop.store(true, Ordering::Relaxed);
+        failure
+            .lock()
+            .expect("no panics while reading")
+            .get_or_insert(e);
+    };
+    // Several readers, because with many small files opening them is most of the work.
+    let readers = states.len().min(paths.len()).max(1);
+    let mut report = ReportBuilder::default();
+    let next_file = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        // A few batches in flight per thread keep every thread busy without holding much.
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Batch>(2 * states.len());
+        let reader_threads: Vec<_> = (0..readers)
+            .map(|_| {
+                let sender = sender.clone();
+                let (next_file, stop) = (&next_file, &stop);
+                scope.spawn(move || {
+                    let mut report = ReportBuilder::default();
+                    let read = read_batches(
+                        paths,
+                        next_file,
+                        opts,
+                        progress,
+                        stop,
+                        &mut report,
+                        |batch| sender.send(batch).is_ok(),
+                    );
+                    (read, report)
+                })
+            })
+            .collect();
+        drop(sender);
+        receiver.into_iter().par_bridge().for_each(|batch| {
+            if stop.load(Ordering::Relaxed) {
+                return; // drain quickly after a failure
+            }
+            let slot = rayon::current_thread_index().unwrap_or(0) % states.len();
+            let mut state = states[slot].lock().expect("no panics while reading");
+            let mut report = reports[slot].lock().expect("no panics while reading");
+            let done = for_each_document(&batch, paths, opts, &mut report, |doc| {
+                on_document(&mut state, doc)
+            });
+            after_batch(&mut state);
+            if let Err(e) = done {
+                fail(e);
+            }
+        });
+        for reader in reader_threads {
+            match reader.join() {
+                Ok((read, reader_report)) => {
+                    report.absorb(reader_report);
+                    if let Err(e) = read {
+                        fail(e);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    if let Some(e) = failure.into_inner().expect("no panics while reading") {
+        return Err(e);
+    }
+    for part in reports {
+        report.absorb(part.into_inner().expect("no panics while reading"));
+    }
+    Ok(report.finish())
+}
+
 /// Calls `on_document` with each usable document of `batch`, in order, and counts documents,
 /// bytes, invalid UTF-8 and set-aside records in `report`.
 pub(crate) fn for_each_document(

@@ -12,11 +12,13 @@
 //!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
+//! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
 pub mod error;
 pub mod formats;
+pub mod lm;
 pub mod models;
 pub mod normalizers;
 pub mod pre_tokenizers;

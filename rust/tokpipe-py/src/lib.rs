@@ -7,6 +7,7 @@
 mod errors;
 mod ids;
 mod kernels;
+mod lm;
 mod quality_c4;
 mod tokenizer;
 mod trainers;
@@ -20,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trainers::PyBpeTrainer>()?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality_c4::register(m)?;
+    lm::register(m)?;
     Ok(())
 }
