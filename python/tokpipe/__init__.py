@@ -5,6 +5,8 @@ The public names::
     Tokenizer      load (tokenizer.json, .tiktoken, GPT-2 files), encode, decode, save
     train_bpe      train a byte-level BPE tokenizer on files or an iterable of strings
     CorpusReport   what a training run read and set aside
+    LanguageModel  load an ARPA n-gram model and score text exactly as kenlm does
+    train_lm       train a KenLM-compatible modified Kneser-Ney n-gram model
     TokpipeError   base class of every error tokpipe raises on purpose
 """
 
@@ -17,6 +19,7 @@ from tokpipe.errors import (
     PatternError,
     TokpipeError,
 )
+from tokpipe.lm import LanguageModel, TrainedLM, train_lm
 from tokpipe.tokenizer import Tokenizer
 from tokpipe.train import CorpusReport, train_bpe
 
@@ -25,6 +28,9 @@ __all__ = [
     "Tokenizer",
     "train_bpe",
     "CorpusReport",
+    "LanguageModel",
+    "TrainedLM",
+    "train_lm",
     "TokpipeError",
     "FormatError",
     "PatternError",

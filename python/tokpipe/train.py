@@ -96,7 +96,7 @@ def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def _feed_parquet(trainer: _core.BpeTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
+def _feed_parquet(trainer: _core.BpeTrainer | _core.LmTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -129,7 +129,7 @@ def _feed_parquet(trainer: _core.BpeTrainer, path: Path, text_field: str, strict
         trainer.feed(column.to_pylist())
 
 
-def _feed_texts(trainer: _core.BpeTrainer, texts: Iterable[str], report: CorpusReport) -> None:
+def _feed_texts(trainer: _core.BpeTrainer | _core.LmTrainer, texts: Iterable[str], report: CorpusReport) -> None:
     batch: list[str] = []
     for text in texts:
         if not isinstance(text, str):

@@ -325,24 +325,29 @@ pub(crate) fn check_paths(paths: &[PathBuf]) -> Result<u64> {
 
 /// Reads files of `paths`, each time taking the next unread one from `next_file` (shared by
 /// all reader threads), and hands [`Batch`]es of whole lines to `send`; stops early when
-/// `send` returns false or `stop` is set. Counts files, empty files and corrupt streams in
-/// `report` (the rest is counted where the batches are decoded).
+/// `send` returns false or at a file after `stop_after` (the index of the first file that
+/// failed, `usize::MAX` while none has). Counts files, empty files and corrupt streams in
+/// `report` (the rest is counted where the batches are decoded). On an error, `at` holds the
+/// file and line it came from.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_batches(
     paths: &[PathBuf],
     next_file: &AtomicUsize,
     opts: &CorpusOptions,
     read_bytes: &indicatif::ProgressBar,
-    stop: &AtomicBool,
+    stop_after: &AtomicUsize,
     report: &mut ReportBuilder,
+    at: &mut (usize, u64),
     mut send: impl FnMut(Batch) -> bool,
 ) -> Result<()> {
     let mut batch = Batch::empty();
     loop {
         let index = next_file.fetch_add(1, Ordering::Relaxed);
         let Some(path) = paths.get(index) else { break };
-        if stop.load(Ordering::Relaxed) {
+        if index > stop_after.load(Ordering::Relaxed) {
             return Ok(());
         }
+        *at = (index, 0);
         let (layout, compression) = file_type(path);
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let file_failed = AtomicBool::new(false);
@@ -369,9 +374,10 @@ pub(crate) fn read_batches(
         let mut line = 1u64;
         let mut file_bytes = 0u64;
         loop {
-            if stop.load(Ordering::Relaxed) {
+            if index > stop_after.load(Ordering::Relaxed) {
                 return Ok(());
             }
+            at.1 = line;
             let before = batch.data.len();
             let read = (&mut reader)
                 .take(BATCH_BYTES as u64)
@@ -468,23 +474,125 @@ pub(crate) fn read_batches(
     Ok(())
 }
 
+/// Streams `paths` and hands every usable document to `on_document` on the rayon threads:
+/// reader threads open and decompress files (one file per reader at a time) and cut them into
+/// batches, every rayon thread decodes batches and calls `on_document(state, document)` with
+/// the state of its slot in `states` (one slot per thread, so the locks are never contended),
+/// then `after_batch(state)` once per batch. Returns what was read and what was set aside, or
+/// the error that comes first in corpus order (file, then line), whatever the threads' timing:
+/// after an error in file `f`, files after `f` are skipped but `f` and the files before it are
+/// read to the end, where an earlier error may still be. This is the reading loop of every
+/// trainer.
+pub(crate) fn par_for_each_document<S: Send>(
+    paths: &[PathBuf],
+    opts: &CorpusOptions,
+    progress: &indicatif::ProgressBar,
+    states: &[std::sync::Mutex<S>],
+    on_document: impl Fn(&mut S, &str) -> Result<()> + Sync,
+    after_batch: impl Fn(&mut S) + Sync,
+) -> Result<CorpusReport> {
+    use rayon::prelude::*;
+    use std::sync::Mutex;
+    assert!(!states.is_empty(), "at least one state");
+    let reports: Vec<Mutex<ReportBuilder>> = (0..states.len()).map(|_| Mutex::default()).collect();
+    let stop_after = AtomicUsize::new(usize::MAX);
+    let failure: Mutex<Option<((usize, u64), Error)>> = Mutex::new(None);
+    let fail = |at: (usize, u64), e: Error| {
+        stop_after.fetch_min(at.0, Ordering::Relaxed);
+        let mut failure = failure.lock().expect("no panics while reading");
+        if failure.as_ref().is_none_or(|(first, _)| at < *first) {
+            *failure = Some((at, e));
+        }
+    };
+    // Several readers, because with many small files opening them is most of the work.
+    let readers = states.len().min(paths.len()).max(1);
+    let mut report = ReportBuilder::default();
+    let next_file = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        // A few batches in flight per thread keep every thread busy without holding much.
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Batch>(2 * states.len());
+        let reader_threads: Vec<_> = (0..readers)
+            .map(|_| {
+                let sender = sender.clone();
+                let (next_file, stop_after) = (&next_file, &stop_after);
+                scope.spawn(move || {
+                    let mut report = ReportBuilder::default();
+                    let mut at = (0, 0);
+                    let read = read_batches(
+                        paths,
+                        next_file,
+                        opts,
+                        progress,
+                        stop_after,
+                        &mut report,
+                        &mut at,
+                        |batch| sender.send(batch).is_ok(),
+                    );
+                    (read.map_err(|e| (at, e)), report)
+                })
+            })
+            .collect();
+        drop(sender);
+        receiver.into_iter().par_bridge().for_each(|batch| {
+            let first_file = batch.segments.first().map_or(0, |s| s.file);
+            if first_file > stop_after.load(Ordering::Relaxed) {
+                return; // drain quickly after a failure in an earlier file
+            }
+            let slot = rayon::current_thread_index().unwrap_or(0) % states.len();
+            let mut state = states[slot].lock().expect("no panics while reading");
+            let mut report = reports[slot].lock().expect("no panics while reading");
+            let mut at = (0, 0);
+            let done = for_each_document(&batch, paths, opts, &mut report, &mut at, |doc| {
+                on_document(&mut state, doc)
+            });
+            after_batch(&mut state);
+            if let Err(e) = done {
+                fail(at, e);
+            }
+        });
+        for reader in reader_threads {
+            match reader.join() {
+                Ok((read, reader_report)) => {
+                    report.absorb(reader_report);
+                    if let Err((at, e)) = read {
+                        fail(at, e);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    if let Some((_, e)) = failure.into_inner().expect("no panics while reading") {
+        return Err(e);
+    }
+    for part in reports {
+        report.absorb(part.into_inner().expect("no panics while reading"));
+    }
+    Ok(report.finish())
+}
+
 /// Calls `on_document` with each usable document of `batch`, in order, and counts documents,
-/// bytes, invalid UTF-8 and set-aside records in `report`.
+/// bytes, invalid UTF-8 and set-aside records in `report`. `at` keeps the file and line being
+/// read, so that a caller reading batches in parallel can tell which of several errors comes
+/// first.
 pub(crate) fn for_each_document(
     batch: &Batch,
     paths: &[PathBuf],
     opts: &CorpusOptions,
     report: &mut ReportBuilder,
+    at: &mut (usize, u64),
     mut on_document: impl FnMut(&str) -> Result<()>,
 ) -> Result<()> {
     for segment in &batch.segments {
         let path = &paths[segment.file];
         let bytes = &batch.data[segment.range.clone()];
         let mut line_no = segment.first_line;
+        *at = (segment.file, line_no);
         // Checking the whole segment at once is the fast path; only a segment with a bad byte
         // is re-checked line by line to find and repair the bad lines.
         if let Ok(text) = std::str::from_utf8(bytes) {
             for line in text.split_inclusive('\n') {
+                at.1 = line_no;
                 use_line(
                     Cow::Borrowed(line),
                     segment,
@@ -499,6 +607,7 @@ pub(crate) fn for_each_document(
             continue;
         }
         for raw in bytes.split_inclusive(|&b| b == b'\n') {
+            at.1 = line_no;
             let line = match std::str::from_utf8(raw) {
                 Ok(line) => Cow::Borrowed(line),
                 Err(_) if opts.strict => {
@@ -742,14 +851,15 @@ mod tests {
         check_paths(paths)?;
         let mut report = ReportBuilder::default();
         let mut batches = Vec::new();
-        let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let (next, stop_after) = (AtomicUsize::new(0), AtomicUsize::new(usize::MAX));
         read_batches(
             paths,
             &next,
             opts,
             &indicatif::ProgressBar::hidden(),
-            &stop,
+            &stop_after,
             &mut report,
+            &mut (0, 0),
             |b| {
                 batches.push(b);
                 true
@@ -757,12 +867,37 @@ mod tests {
         )?;
         let mut docs = Vec::new();
         for batch in &batches {
-            for_each_document(batch, paths, opts, &mut report, |d| {
+            for_each_document(batch, paths, opts, &mut report, &mut (0, 0), |d| {
                 docs.push(d.to_string());
                 Ok(())
             })?;
         }
         Ok((docs, report.finish()))
+    }
+
+    #[test]
+    fn strict_reports_the_first_error_in_corpus_order_whatever_the_timing() {
+        let dir = TempDir::new("strict-order");
+        // The later file is small and fails at once; the earlier one fails near its end.
+        let mut big = "good line\n".repeat(200_000).into_bytes();
+        big.extend_from_slice(b"bad \xff line\n");
+        let first = dir.file("a.txt", &big);
+        let second = dir.file("b.jsonl", b"{oops\n");
+        let paths = vec![first, second];
+        let states: Vec<std::sync::Mutex<()>> = (0..4).map(|_| Default::default()).collect();
+        for _ in 0..10 {
+            let err = par_for_each_document(
+                &paths,
+                &strict(),
+                &indicatif::ProgressBar::hidden(),
+                &states,
+                |_, _| Ok(()),
+                |_| {},
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("a.txt:200001: invalid UTF-8"), "{err}");
+        }
     }
 
     fn lenient() -> CorpusOptions {

@@ -14,11 +14,13 @@
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
 //!   union-find clusters).
+//! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
 pub mod error;
 pub mod formats;
+pub mod lm;
 pub mod minhash;
 pub mod models;
 pub mod normalizers;

@@ -7,6 +7,7 @@
 mod errors;
 mod ids;
 mod kernels;
+mod lm;
 mod minhash;
 mod quality;
 mod text_stats;
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     quality::register(m)?;
     text_stats::register(m)?;
     minhash::register(m)?;
+    lm::register(m)?;
     Ok(())
 }

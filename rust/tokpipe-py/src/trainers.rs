@@ -96,7 +96,10 @@ impl PyBpeTrainer {
 }
 
 /// A `CorpusReport` as the plain dict `tokpipe.train.CorpusReport.add` reads.
-fn report_dict<'py>(py: Python<'py>, report: &CorpusReport) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn report_dict<'py>(
+    py: Python<'py>,
+    report: &CorpusReport,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("files", report.files)?;
     d.set_item("empty_files", report.empty_files)?;

@@ -17,7 +17,7 @@
 mod merge_loop;
 mod piece_counter;
 
-use crate::corpus::{self, CorpusOptions, CorpusReport, ReportBuilder};
+use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::pre_tokenizers::PreTokenizer;
@@ -27,7 +27,6 @@ use piece_counter::PieceCounter;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Texts handed to one counting task by [`BpeTrainer::feed`], in bytes: enough work to hide
@@ -177,85 +176,20 @@ impl BpeTrainer {
         );
         progress.set_message("reading");
         let counters = per_thread_counters();
-        let reports: Vec<Mutex<ReportBuilder>> =
-            (0..counters.len()).map(|_| Mutex::default()).collect();
-        let stop = AtomicBool::new(false);
-        let failure: Mutex<Option<Error>> = Mutex::new(None);
-        let fail = |e: Error| {
-            stop.store(true, Ordering::Relaxed);
-            failure
-                .lock()
-                .expect("no panics while counting")
-                .get_or_insert(e);
-        };
         let pre = &self.pre;
-        // Several readers, because with many small files opening them is most of the work.
-        let readers = counters.len().min(paths.len()).max(1);
-        let mut report = ReportBuilder::default();
-        let next_file = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            // A few batches in flight per thread keep every thread busy without holding much.
-            let (sender, receiver) =
-                std::sync::mpsc::sync_channel::<corpus::Batch>(2 * counters.len());
-            let reader_threads: Vec<_> = (0..readers)
-                .map(|_| {
-                    let sender = sender.clone();
-                    let (next_file, progress, stop) = (&next_file, &progress, &stop);
-                    scope.spawn(move || {
-                        let mut report = ReportBuilder::default();
-                        let read = corpus::read_batches(
-                            paths,
-                            next_file,
-                            opts,
-                            progress,
-                            stop,
-                            &mut report,
-                            |batch| sender.send(batch).is_ok(),
-                        );
-                        (read, report)
-                    })
-                })
-                .collect();
-            drop(sender);
-            receiver.into_iter().par_bridge().for_each(|batch| {
-                if stop.load(Ordering::Relaxed) {
-                    return; // drain quickly after a failure
-                }
-                let slot = rayon::current_thread_index().unwrap_or(0) % counters.len();
-                let mut counter = counters[slot].lock().expect("no panics while counting");
-                let mut report = reports[slot].lock().expect("no panics while counting");
-                let ThreadCounter {
-                    total,
-                    batch: batch_counts,
-                } = &mut *counter;
-                let counted = corpus::for_each_document(&batch, paths, opts, &mut report, |doc| {
-                    count_pre_tokens(pre, doc, batch_counts)
-                });
-                batch_counts.drain_into(total);
-                if let Err(e) = counted {
-                    fail(e);
-                }
-            });
-            for reader in reader_threads {
-                match reader.join() {
-                    Ok((read, reader_report)) => {
-                        report.absorb(reader_report);
-                        if let Err(e) = read {
-                            fail(e);
-                        }
-                    }
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-        });
+        let report = corpus::par_for_each_document(
+            paths,
+            opts,
+            &progress,
+            &counters,
+            |counter, doc| count_pre_tokens(pre, doc, &mut counter.batch),
+            |counter| {
+                let ThreadCounter { total, batch } = counter;
+                batch.drain_into(total);
+            },
+        );
         progress.finish_and_clear();
-        if let Some(e) = failure.into_inner().expect("no panics while counting") {
-            return Err(e);
-        }
-        for part in reports {
-            report.absorb(part.into_inner().expect("no panics while counting"));
-        }
-        let report = report.finish();
+        let report = report?;
         self.fed_bytes += report.bytes;
         self.absorb_counters(counters);
         Ok(report)
