@@ -22,9 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokpipe import _core
-from tokpipe.errors import CorpusError
 from tokpipe.tokenizer import Tokenizer
-from tokpipe.train import CorpusReport, StrPath, _as_paths, _collect_files, _feed_parquet, _feed_texts
+from tokpipe.train import CorpusReport, StrPath, check_corpus_arguments, feed_corpus
 
 __all__ = ["LanguageModel", "TrainedLM", "train_lm", "perplexity_of"]
 
@@ -192,26 +191,9 @@ def train_lm(
     ``(0.5, 1.0, 1.5)``) is used for an order whose discounts cannot be estimated; without it
     that is a ``CorpusError``.
     """
-    if (files is None) == (texts is None):
-        raise TypeError("train_lm takes either files or texts=, not both and not neither")
-    if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be an iterable of strings, not one string")
+    check_corpus_arguments("train_lm", files, texts)
     trainer = _core.LmTrainer(order, [int(p) for p in prune], normalize,
                               tuple(discount_fallback) if discount_fallback is not None else None,
                               show_progress, _core_tokenizer(tokenizer))
-    summary = CorpusReport()
-    if texts is not None:
-        _feed_texts(trainer, texts, summary)
-    else:
-        found = _collect_files(_as_paths(files))  # type: ignore[arg-type]
-        native = [os.fspath(f) for f in found if not f.name.lower().endswith(".parquet")]
-        if native:
-            summary.add(trainer.feed_files(native, strict=strict, text_field=text_field))
-        for f in found:
-            if f.name.lower().endswith(".parquet"):
-                _feed_parquet(trainer, f, text_field, strict, summary)
-    if summary.documents == 0:
-        raise CorpusError("the training corpus holds no text")
-    if report is not None:
-        report.append(summary)
+    feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=report)
     return TrainedLM(trainer.train())

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 from tokpipe import _core
 from tokpipe.errors import CorpusError
@@ -171,10 +171,7 @@ def train_bpe(
     with ``strict=True``; malformed records are set aside and counted. Pass a list as
     ``report`` to receive the :class:`CorpusReport`.
     """
-    if (files is None) == (texts is None):
-        raise TypeError("train_bpe takes either files or texts=, not both and not neither")
-    if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be an iterable of strings, not one string")
+    check_corpus_arguments("train_bpe", files, texts)
     trainer = _core.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -183,11 +180,29 @@ def train_bpe(
         show_progress=show_progress,
         pattern=pattern,
     )
+    feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=report)
+    return Tokenizer(trainer.train())
+
+
+def check_corpus_arguments(name: str, files: object, texts: object) -> None:
+    """A trainer takes files or texts=, one of them: a list of paths passed as texts would be
+    trained on as text."""
+    if (files is None) == (texts is None):
+        raise TypeError(f"{name} takes either files or texts=, not both and not neither")
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be an iterable of strings, not one string")
+
+
+def feed_corpus(trainer: Any, files: Any, texts: Iterable[str] | None, *, strict: bool, text_field: str,
+                report: list[CorpusReport] | None) -> None:
+    """Feed a core trainer (anything with ``feed`` and ``feed_files``) ``texts`` or every
+    document of ``files``: the Rust readers take text and JSON lines, parquet goes through
+    pyarrow. Raises ``CorpusError`` when no text came; appends the report to ``report``."""
     summary = CorpusReport()
     if texts is not None:
         _feed_texts(trainer, texts, summary)
     else:
-        found = _collect_files(_as_paths(files))  # type: ignore[arg-type]
+        found = _collect_files(_as_paths(files))
         native = [os.fspath(f) for f in found if not f.name.lower().endswith(".parquet")]
         if native:
             summary.add(trainer.feed_files(native, strict=strict, text_field=text_field))
@@ -198,4 +213,3 @@ def train_bpe(
         raise CorpusError("the training corpus holds no text")
     if report is not None:
         report.append(summary)
-    return Tokenizer(trainer.train())
