@@ -2,8 +2,9 @@
 
 The public names::
 
-    Tokenizer      load (tokenizer.json, .tiktoken, GPT-2 files), encode, decode, save
+    Tokenizer      load (tokenizer.json, .tiktoken, GPT-2 files, BERT vocab.txt), encode, decode, save
     train_bpe      train a byte-level BPE tokenizer on files or an iterable of strings
+    train_wordpiece  train a BERT WordPiece tokenizer (likelihood or HF's frequency score)
     CorpusReport   what a training run read and set aside
     LanguageModel  load an ARPA n-gram model and score text exactly as kenlm does
     train_lm       train a KenLM-compatible modified Kneser-Ney n-gram model
@@ -21,12 +22,13 @@ from tokpipe.errors import (
 )
 from tokpipe.lm import LanguageModel, TrainedLM, train_lm
 from tokpipe.tokenizer import Tokenizer
-from tokpipe.train import CorpusReport, train_bpe
+from tokpipe.train import CorpusReport, train_bpe, train_wordpiece
 
 __all__ = [
     "__version__",
     "Tokenizer",
     "train_bpe",
+    "train_wordpiece",
     "CorpusReport",
     "LanguageModel",
     "TrainedLM",

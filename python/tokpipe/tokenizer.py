@@ -22,11 +22,12 @@ StrPath = Union[str, "os.PathLike[str]"]
 
 
 class Tokenizer:
-    """A byte-level BPE tokenizer: normalizer, pre-tokenizer (regex split), BPE model and
-    special tokens.
+    """A tokenizer: normalizer, pre-tokenizer, model (byte-level BPE or WordPiece), special
+    tokens, and for BERT the ``[CLS] … [SEP]`` post-processor and the WordPiece decoder.
 
     Build one with :meth:`from_file` (HF ``tokenizer.json``), :meth:`from_tiktoken`,
-    :meth:`from_gpt2`, or :func:`tokpipe.train_bpe`.
+    :meth:`from_gpt2`, :meth:`from_wordpiece_vocab` (BERT ``vocab.txt``),
+    :func:`tokpipe.train_bpe` or :func:`tokpipe.train_wordpiece`.
     """
 
     __slots__ = ("_core",)
@@ -37,7 +38,8 @@ class Tokenizer:
     # -- loading -------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: StrPath) -> Tokenizer:
-        """Load an HF ``tokenizer.json`` (byte-level BPE; the model type is read from the file)."""
+        """Load an HF ``tokenizer.json``: byte-level BPE or WordPiece (the model type is read
+        from the file)."""
         return cls(_core.Tokenizer.from_file(os.fspath(path)))
 
     @classmethod
@@ -73,30 +75,57 @@ class Tokenizer:
         become special tokens (matched only when allowed), as in tiktoken's ``r50k_base``."""
         return cls(_core.Tokenizer.from_gpt2(os.fspath(encoder_json), os.fspath(vocab_bpe), list(special_tokens)))
 
+    @classmethod
+    def from_wordpiece_vocab(
+        cls,
+        path: StrPath,
+        lowercase: bool = True,
+        *,
+        strip_accents: bool | None = None,
+        clean_text: bool = True,
+        handle_chinese_chars: bool = True,
+        unk_token: str = "[UNK]",
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = 100,
+    ) -> Tokenizer:
+        """Load BERT's ``vocab.txt`` (one token a line) as HF's ``BertWordPieceTokenizer`` does:
+        the BERT normalizer (``lowercase``; accents are stripped when lowercasing unless
+        ``strip_accents`` says otherwise), the BERT pre-tokenizer, WordPiece with ``unk_token``,
+        the continuing-subword prefix and ``max_input_chars_per_word``, and the special tokens
+        ``[UNK] [SEP] [CLS] [PAD] [MASK]`` that the vocabulary holds."""
+        return cls(_core.Tokenizer.from_wordpiece_vocab(
+            os.fspath(path), lowercase, strip_accents, clean_text, handle_chinese_chars, unk_token,
+            continuing_subword_prefix, max_input_chars_per_word))
+
     # -- encoding ------------------------------------------------------------------------
-    def encode(self, text: str, allowed_special: AllowedSpecial = ()) -> list[int]:
+    def encode(self, text: str, allowed_special: AllowedSpecial = (), add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text``.
 
         Special tokens in the text are encoded as ordinary text unless ``allowed_special``
         names them (or is ``"all"``), like tiktoken's ``encode_ordinary`` by default.
         Added tokens that are not special (from an HF file) are always matched, as HF does.
+        No special tokens are added unless ``add_special_tokens`` is set; then a BERT
+        tokenizer gives ``[CLS] … [SEP]`` (HF's BertProcessing), a byte-level one adds none.
         """
-        return self._core.encode(text, allowed_special or None)
+        return self._core.encode(text, allowed_special or None, add_special_tokens)
 
     def encode_batch(
         self,
         texts: Iterable[str],
         num_threads: int | None = None,
         allowed_special: AllowedSpecial = (),
+        add_special_tokens: bool = False,
     ) -> list[list[int]]:
         """Token ids of each text, computed in parallel on ``num_threads`` threads (all cores
         when ``None``) with the GIL released. Same output whatever the thread count."""
         if not isinstance(texts, list):
             texts = list(texts)
-        return self._core.encode_batch(texts, num_threads, allowed_special or None)
+        return self._core.encode_batch(texts, num_threads, allowed_special or None, add_special_tokens)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD."""
+        """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD. WordPiece
+        tokenizers decode as HF does (tokens joined by spaces, ``##`` pieces glued, special
+        tokens skipped)."""
         return self._core.decode(ids if isinstance(ids, list) else list(ids))
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -111,8 +140,13 @@ class Tokenizer:
 
     @property
     def pattern(self) -> str:
-        """The pre-tokenizer's regex."""
+        """The pre-tokenizer's regex (``"bert"`` for the BERT pre-tokenizer)."""
         return self._core.pattern
+
+    @property
+    def model_type(self) -> str:
+        """HF's model type: ``"BPE"`` or ``"WordPiece"``."""
+        return self._core.model_type
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -125,7 +159,8 @@ class Tokenizer:
         return {content: id_ for content, id_, _ in self._core.added_tokens}
 
     def id_to_token(self, id: int) -> str | None:
-        """The token as HF writes it (byte-level text such as ``"Ġthe"``, or a special token)."""
+        """The token as HF writes it (byte-level text such as ``"Ġthe"``, a WordPiece token such
+        as ``"##ing"``, or a special token)."""
         return self._core.id_to_token(id)
 
     def token_to_id(self, token: str) -> int | None:
@@ -155,5 +190,10 @@ class Tokenizer:
         of that format; pass them to ``tiktoken.Encoding`` yourself)."""
         self._core.save_tiktoken(os.fspath(path))
 
+    def save_vocab(self, path: StrPath) -> None:
+        """Write a WordPiece vocabulary as BERT's ``vocab.txt`` (one token a line, in id order)."""
+        self._core.save_vocab(os.fspath(path))
+
     def __repr__(self) -> str:
-        return f"Tokenizer(vocab_size={self.vocab_size}, special_tokens={len(self.special_tokens)})"
+        return (f"Tokenizer(model={self.model_type}, vocab_size={self.vocab_size}, "
+                f"special_tokens={len(self.special_tokens)})")

@@ -17,7 +17,10 @@ from tokpipe import _core
 from tokpipe.errors import CorpusError
 from tokpipe.tokenizer import Tokenizer
 
-__all__ = ["train_bpe", "CorpusReport", "TRAINING_SUFFIXES"]
+__all__ = ["train_bpe", "train_wordpiece", "CorpusReport", "TRAINING_SUFFIXES", "BERT_SPECIAL_TOKENS"]
+
+#: The special tokens HF's ``BertWordPieceTokenizer.train`` gives the first ids.
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -96,7 +99,7 @@ def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def _feed_parquet(trainer: _core.BpeTrainer | _core.LmTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
+def _feed_parquet(trainer: _core.BpeTrainer | _core.WordPieceTrainer | _core.LmTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -129,7 +132,7 @@ def _feed_parquet(trainer: _core.BpeTrainer | _core.LmTrainer, path: Path, text_
         trainer.feed(column.to_pylist())
 
 
-def _feed_texts(trainer: _core.BpeTrainer | _core.LmTrainer, texts: Iterable[str], report: CorpusReport) -> None:
+def _feed_texts(trainer: _core.BpeTrainer | _core.WordPieceTrainer | _core.LmTrainer, texts: Iterable[str], report: CorpusReport) -> None:
     batch: list[str] = []
     for text in texts:
         if not isinstance(text, str):
@@ -179,6 +182,68 @@ def train_bpe(
         max_token_length=max_token_length,
         show_progress=show_progress,
         pattern=pattern,
+    )
+    feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=report)
+    return Tokenizer(trainer.train())
+
+
+def train_wordpiece(
+    files: StrPath | Sequence[StrPath] | None = None,
+    *,
+    texts: Iterable[str] | None = None,
+    vocab_size: int = 30000,
+    score: str = "likelihood",
+    min_frequency: int = 2,
+    special_tokens: Sequence[str] = BERT_SPECIAL_TOKENS,
+    limit_alphabet: int | None = 1000,
+    initial_alphabet: Sequence[str] = (),
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    clean_text: bool = True,
+    handle_chinese_chars: bool = True,
+    continuing_subword_prefix: str = "##",
+    unk_token: str = "[UNK]",
+    show_progress: bool = True,
+    strict: bool = False,
+    text_field: str = "text",
+    report: list[CorpusReport] | None = None,
+) -> Tokenizer:
+    """Train a BERT WordPiece tokenizer on ``files`` or on ``texts`` (as :func:`train_bpe`).
+
+    Words are counted after the BERT normalizer (``lowercase``, ``strip_accents``,
+    ``clean_text``, ``handle_chinese_chars``) and pre-tokenizer. Each word starts as its
+    characters (all but the first prefixed with ``##``); pairs are merged until the vocabulary
+    holds ``vocab_size`` tokens, special tokens and alphabet included. ``score`` picks the
+    pair to merge:
+
+    ``"likelihood"``
+        the original WordPiece rule, the pair maximising freq(ab) / (freq(a) · freq(b));
+    ``"frequency"``
+        the most frequent pair, as HF's ``WordPieceTrainer`` (a BPE trainer with ``##``)
+        does: the same vocabulary as HF's on the same corpus and settings.
+
+    Pairs seen fewer than ``min_frequency`` times are never merged; the alphabet keeps the
+    ``limit_alphabet`` most frequent characters (plus ``initial_alphabet``). The tokenizer
+    has the special tokens, ``[CLS] … [SEP]`` on request, and saves as HF ``tokenizer.json``
+    or ``vocab.txt``.
+    """
+    check_corpus_arguments("train_wordpiece", files, texts)
+    if any(len(c) != 1 for c in initial_alphabet):
+        raise TypeError("initial_alphabet must hold single characters")
+    trainer = _core.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(special_tokens),
+        limit_alphabet=limit_alphabet,
+        initial_alphabet=list(initial_alphabet),
+        continuing_subword_prefix=continuing_subword_prefix,
+        unk_token=unk_token,
+        score=score,
+        lowercase=lowercase,
+        strip_accents=strip_accents,
+        clean_text=clean_text,
+        handle_chinese_chars=handle_chinese_chars,
+        show_progress=show_progress,
     )
     feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=report)
     return Tokenizer(trainer.train())

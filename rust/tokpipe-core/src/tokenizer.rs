@@ -1,9 +1,12 @@
-//! [`Tokenizer`]: pre-tokenizer + BPE model + special tokens; what callers encode and decode with.
+//! [`Tokenizer`]: what callers encode and decode with. Text flows through HF's pipeline:
+//! added tokens are found in the raw text, the stretches between them are normalized,
+//! pre-tokenized and encoded by the model; the post-processor adds `[CLS]`/`[SEP]` when asked,
+//! and the decoder turns ids back into text.
 
 use crate::error::{Error, Result};
-use crate::models::bpe::BpeModel;
+use crate::models::{Model, ModelWrapper};
 use crate::normalizers::Normalizer;
-use crate::pre_tokenizers::{byte_level, PreTokenizer};
+use crate::pre_tokenizers::PreTokenizer;
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -51,11 +54,35 @@ impl AddedToken {
     }
 }
 
+/// What wraps a sequence's ids when special tokens are asked for (HF's `post_processor`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PostProcessor {
+    /// HF's BertProcessing (or the TemplateProcessing `[CLS] $A [SEP]` it became):
+    /// `[CLS]` first, `[SEP]` last.
+    Bert {
+        cls: (String, u32),
+        sep: (String, u32),
+    },
+}
+
+/// How ids become text again (HF's `decoder`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Decoder {
+    /// The tokens' bytes, concatenated (byte-level BPE).
+    #[default]
+    ByteLevel,
+    /// HF's WordPiece decoder: tokens joined by spaces, the prefix glues a token to the one
+    /// before it; `cleanup` removes the spaces BERT's tokenization put before punctuation.
+    WordPiece { prefix: String, cleanup: bool },
+}
+
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
     normalizer: Option<Normalizer>,
     pre: PreTokenizer,
-    model: BpeModel,
+    model: ModelWrapper,
+    post_processor: Option<PostProcessor>,
+    decoder: Decoder,
     /// Added and special tokens in id order.
     added: Vec<AddedToken>,
     added_ids: FxHashMap<String, u32>,
@@ -69,7 +96,12 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    pub fn new(pre: PreTokenizer, model: BpeModel, added: Vec<AddedToken>) -> Result<Self> {
+    pub fn new(
+        pre: PreTokenizer,
+        model: impl Into<ModelWrapper>,
+        added: Vec<AddedToken>,
+    ) -> Result<Self> {
+        let model = model.into();
         let mut added = added;
         added.sort_by_key(|t| t.id);
         let mut added_ids = FxHashMap::default();
@@ -81,11 +113,12 @@ impl Tokenizer {
                     "a special token cannot be empty".into(),
                 ));
             }
-            // HF keeps one string -> id map, so a special token whose text is the byte-level
-            // spelling of an ordinary token is that token (HF's trainer makes these when a
-            // special token spells a byte or a merge). Any other clash is a broken vocabulary.
-            if let Some(bytes) = model.token_bytes(id) {
-                if byte_level::encode(bytes) != *tok {
+            // HF keeps one string -> id map, so a special token whose text is the spelling of
+            // an ordinary token (byte-level for BPE) is that token (HF's BPE trainer makes these
+            // when a special token spells a byte or a merge; BERT's vocab.txt holds [CLS]). Any
+            // other clash is a broken vocabulary.
+            if let Some(spelling) = model.id_to_token(id) {
+                if spelling != tok.as_str() {
                     return Err(Error::InvalidArgument(format!(
                         "special token {tok:?} has id {id}, which an ordinary token already has"
                     )));
@@ -117,6 +150,8 @@ impl Tokenizer {
             normalizer: None,
             pre,
             model,
+            post_processor: None,
+            decoder: Decoder::default(),
             added,
             added_ids,
             added_by_id,
@@ -136,6 +171,24 @@ impl Tokenizer {
         self
     }
 
+    pub fn with_post_processor(mut self, post: Option<PostProcessor>) -> Self {
+        self.post_processor = post;
+        self
+    }
+
+    pub fn with_decoder(mut self, decoder: Decoder) -> Self {
+        self.decoder = decoder;
+        self
+    }
+
+    pub fn post_processor(&self) -> Option<&PostProcessor> {
+        self.post_processor.as_ref()
+    }
+
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
+    }
+
     pub fn normalizer(&self) -> Option<Normalizer> {
         self.normalizer
     }
@@ -148,7 +201,7 @@ impl Tokenizer {
         &self.pre
     }
 
-    pub fn model(&self) -> &BpeModel {
+    pub fn model(&self) -> &ModelWrapper {
         &self.model
     }
 
@@ -182,7 +235,23 @@ impl Tokenizer {
         std::str::from_utf8(bytes)
             .ok()
             .and_then(|s| self.added_ids.get(s).copied())
-            .or_else(|| self.model.token_id(bytes))
+            .or_else(|| self.model.bytes_to_id(bytes))
+    }
+
+    /// The token as the model's files spell it (byte-level text for BPE), or the added token.
+    pub fn id_to_token(&self, id: u32) -> Option<std::borrow::Cow<'_, str>> {
+        match self.added_by_id.get(&id) {
+            Some(&i) => Some(std::borrow::Cow::Borrowed(self.added[i].content.as_str())),
+            None => self.model.id_to_token(id),
+        }
+    }
+
+    /// Inverse of [`Tokenizer::id_to_token`].
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.added_ids
+            .get(token)
+            .copied()
+            .or_else(|| self.model.token_to_id(token))
     }
 
     /// Whether `id` is an added or special token rather than a BPE token.
@@ -203,14 +272,6 @@ impl Tokenizer {
         allowed: &AllowedSpecial,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        let normalized;
-        let text = match self.normalizer {
-            Some(n) => {
-                normalized = n.normalize(text);
-                normalized.as_ref()
-            }
-            None => text,
-        };
         let matcher = match (&self.added_matcher, allowed) {
             (Some(m), AllowedSpecial::All | AllowedSpecial::Some(_)) => m,
             (Some(m), AllowedSpecial::None) if self.has_plain_added => m,
@@ -234,17 +295,53 @@ impl Tokenizer {
         self.encode_ordinary(&text[start..], out)
     }
 
-    /// Encodes text that holds no added token to match.
+    /// [`Tokenizer::encode`], then `[CLS]`/`[SEP]` (or whatever the post-processor adds)
+    /// when `add_special_tokens` is set; a tokenizer without a post-processor adds nothing,
+    /// as HF's byte-level one does.
+    pub fn encode_with(
+        &self,
+        text: &str,
+        allowed: &AllowedSpecial,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 3);
+        if add_special_tokens {
+            if let Some(PostProcessor::Bert { cls, sep }) = &self.post_processor {
+                out.push(cls.1);
+                self.encode_into(text, allowed, &mut out)?;
+                out.push(sep.1);
+                return Ok(out);
+            }
+        }
+        self.encode_into(text, allowed, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes a stretch of text that holds no added token to match: normalizer,
+    /// pre-tokenizer, model.
     fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        match self.normalizer {
+            Some(n) => self.encode_normalized(&n.normalize(text), out),
+            None => self.encode_normalized(text, out),
+        }
+    }
+
+    fn encode_normalized(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let model = match &self.model {
+            ModelWrapper::Bpe(model) => model,
+            ModelWrapper::WordPiece(model) => {
+                return self.pre.split(text, |word| model.encode_word(word, out));
+            }
+        };
         // HF puts the prefix space before each stretch of text between added tokens.
         if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
             let prefixed = format!(" {text}");
-            return self.pre.split(&prefixed, |piece| {
-                self.model.encode_piece(piece.as_bytes(), out)
-            });
+            return self
+                .pre
+                .split(&prefixed, |piece| model.encode_piece(piece.as_bytes(), out));
         }
         self.pre
-            .split(text, |piece| self.model.encode_piece(piece.as_bytes(), out))
+            .split(text, |piece| model.encode_piece(piece.as_bytes(), out))
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (all cores when `None`). The
@@ -256,7 +353,7 @@ impl Tokenizer {
         num_threads: Option<usize>,
     ) -> Result<Vec<Vec<u32>>> {
         let pool = thread_pool(num_threads)?;
-        self.encode_in(pool.as_ref(), texts, allowed)
+        self.encode_in(pool.as_ref(), texts, allowed, false)
     }
 
     /// [`Tokenizer::encode_batch`] handing the ids over in chunks of about `chunk_bytes` of
@@ -271,12 +368,14 @@ impl Tokenizer {
         &self,
         texts: &[&str],
         allowed: &AllowedSpecial,
+        add_special_tokens: bool,
         num_threads: Option<usize>,
         chunk_bytes: usize,
         mut consume: impl FnMut(Vec<Vec<u32>>) -> ControlFlow<()>,
     ) -> Result<()> {
         let pool = thread_pool(num_threads)?;
-        let encode = |chunk: &[&str]| self.encode_in(pool.as_ref(), chunk, allowed);
+        let encode =
+            |chunk: &[&str]| self.encode_in(pool.as_ref(), chunk, allowed, add_special_tokens);
         let mut chunks = chunks_by_bytes(texts, chunk_bytes);
         let Some(first) = chunks.next() else {
             return Ok(());
@@ -302,11 +401,12 @@ impl Tokenizer {
         pool: Option<&rayon::ThreadPool>,
         texts: &[&str],
         allowed: &AllowedSpecial,
+        add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
         let work = || {
             texts
                 .par_iter()
-                .map(|t| self.encode(t, allowed))
+                .map(|t| self.encode_with(t, allowed, add_special_tokens))
                 .collect::<Result<Vec<_>>>()
         };
         match pool {
@@ -332,14 +432,66 @@ impl Tokenizer {
         Ok(out)
     }
 
-    /// Decodes to text; byte sequences that are not valid UTF-8 become U+FFFD.
+    /// Decodes to text; byte sequences that are not valid UTF-8 become U+FFFD. The WordPiece
+    /// decoder skips special tokens, as HF's `decode` does by default.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        if let Decoder::WordPiece { prefix, cleanup } = &self.decoder {
+            return self.decode_wordpiece(ids, prefix, *cleanup);
+        }
         let bytes = self.decode_bytes(ids)?;
         Ok(match String::from_utf8(bytes) {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         })
     }
+}
+
+impl Tokenizer {
+    fn decode_wordpiece(&self, ids: &[u32], prefix: &str, cleanup: bool) -> Result<String> {
+        let mut out = String::new();
+        let mut first = true;
+        for &id in ids {
+            if self
+                .added_by_id
+                .get(&id)
+                .is_some_and(|&i| self.added[i].special)
+            {
+                continue;
+            }
+            let token = self.id_to_token(id).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "token id {id} is not in the vocabulary (size {})",
+                    self.vocab_size()
+                ))
+            })?;
+            let mut piece = match token.strip_prefix(prefix) {
+                Some(rest) if !first => rest.to_string(),
+                _ if first => token.to_string(),
+                _ => format!(" {token}"),
+            };
+            if cleanup {
+                piece = wordpiece_cleanup(&piece);
+            }
+            out.push_str(&piece);
+            first = false;
+        }
+        Ok(out)
+    }
+}
+
+/// HF's `decoders::wordpiece::cleanup`, applied token by token as HF does.
+fn wordpiece_cleanup(s: &str) -> String {
+    s.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" do not", " don't")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
 }
 
 /// A pool of `n` threads, or `None` for rayon's global pool (all cores).
@@ -420,6 +572,7 @@ mod tests {
             tok.encode_batch_chunked(
                 &texts,
                 &AllowedSpecial::None,
+                false,
                 threads,
                 chunk_bytes,
                 |chunk| {
@@ -432,14 +585,14 @@ mod tests {
         }
         // Break stops the batch: no more chunks are handed over.
         let mut calls = 0;
-        tok.encode_batch_chunked(&texts, &AllowedSpecial::None, Some(2), 100, |_| {
+        tok.encode_batch_chunked(&texts, &AllowedSpecial::None, false, Some(2), 100, |_| {
             calls += 1;
             ControlFlow::Break(())
         })
         .unwrap();
         assert_eq!(calls, 1);
         // An empty batch hands nothing over.
-        tok.encode_batch_chunked(&[], &AllowedSpecial::None, None, 100, |_| {
+        tok.encode_batch_chunked(&[], &AllowedSpecial::None, false, None, 100, |_| {
             panic!("no chunk expected")
         })
         .unwrap();

@@ -21,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<trainers::PyBpeTrainer>()?;
+    m.add_class::<trainers::PyWordPieceTrainer>()?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality::register(m)?;
     text_stats::register(m)?;

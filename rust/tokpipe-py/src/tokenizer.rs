@@ -1,6 +1,6 @@
 //! `tokpipe._core.Tokenizer`: type conversion and GIL release around the core `Tokenizer`.
 
-use crate::errors::IntoPyResult;
+use crate::errors::{to_py, IntoPyResult};
 use crate::ids::{self, IdObjects};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -8,10 +8,13 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use tokpipe_core::formats::{gpt2, hf_json, tiktoken};
-use tokpipe_core::pre_tokenizers::byte_level;
+use tokpipe_core::formats::{gpt2, hf_json, tiktoken, vocab_txt};
+use tokpipe_core::models::wordpiece::{self, WordPieceModel};
+use tokpipe_core::models::Model;
+use tokpipe_core::normalizers::BertNormalizer;
 use tokpipe_core::pre_tokenizers::PreTokenizer;
 use tokpipe_core::tokenizer::{AddedToken, AllowedSpecial};
+use tokpipe_core::Error;
 
 // Inputs at or above this size are encoded with the GIL released; below it the release and
 // re-acquire cost more than the encoding (a few hundred ns against ~50 ns per short word).
@@ -124,29 +127,68 @@ impl PyTokenizer {
         Ok(PyTokenizer::new(inner))
     }
 
-    #[pyo3(signature = (text, allowed_special=None))]
+    /// A BERT tokenizer from a `vocab.txt`, as HF's `BertWordPieceTokenizer` builds one.
+    #[staticmethod]
+    #[pyo3(signature = (path, lowercase, strip_accents, clean_text, handle_chinese_chars, unk_token, continuing_subword_prefix, max_input_chars_per_word))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_wordpiece_vocab(
+        py: Python<'_>,
+        path: PathBuf,
+        lowercase: bool,
+        strip_accents: Option<bool>,
+        clean_text: bool,
+        handle_chinese_chars: bool,
+        unk_token: &str,
+        continuing_subword_prefix: &str,
+        max_input_chars_per_word: usize,
+    ) -> PyResult<Self> {
+        let inner = py
+            .detach(|| {
+                let vocab = vocab_txt::load(&path)?;
+                let model = WordPieceModel::new(
+                    vocab,
+                    unk_token,
+                    continuing_subword_prefix,
+                    max_input_chars_per_word,
+                    &path.display().to_string(),
+                )?;
+                let normalizer = BertNormalizer {
+                    clean_text,
+                    handle_chinese_chars,
+                    strip_accents,
+                    lowercase,
+                };
+                wordpiece::bert_tokenizer(model, normalizer)
+            })
+            .py()?;
+        Ok(PyTokenizer::new(inner))
+    }
+
+    #[pyo3(signature = (text, allowed_special=None, add_special_tokens=false))]
     fn encode<'py>(
         &self,
         py: Python<'py>,
         text: PyBackedStr,
         allowed_special: Option<&Bound<'_, PyAny>>,
+        add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
         let ids = if text.len() < DETACH_BYTES {
-            self.inner.encode(&text, &allowed)
+            self.inner.encode_with(&text, &allowed, add_special_tokens)
         } else {
-            py.detach(|| self.inner.encode(&text, &allowed))
+            py.detach(|| self.inner.encode_with(&text, &allowed, add_special_tokens))
         };
         self.ids.list(py, &ids.py()?)
     }
 
-    #[pyo3(signature = (texts, num_threads=None, allowed_special=None))]
+    #[pyo3(signature = (texts, num_threads=None, allowed_special=None, add_special_tokens=false))]
     fn encode_batch<'py>(
         &self,
         py: Python<'py>,
         texts: Vec<PyBackedStr>,
         num_threads: Option<usize>,
         allowed_special: Option<&Bound<'_, PyAny>>,
+        add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
         // The lists are made (with the GIL) chunk by chunk while the next chunk is encoded
@@ -158,6 +200,7 @@ impl PyTokenizer {
             self.inner.encode_batch_chunked(
                 &refs,
                 &allowed,
+                add_special_tokens,
                 num_threads,
                 BATCH_CHUNK_BYTES,
                 |chunk| {
@@ -196,25 +239,21 @@ impl PyTokenizer {
         Ok(PyBytes::new(py, &bytes))
     }
 
-    /// The token as HF writes it: byte-level text (`"Ġthe"`) or the special token's string.
+    /// The token as HF writes it: byte-level text (`"Ġthe"`), a WordPiece token (`"##ing"`)
+    /// or the special token's string.
     fn id_to_token(&self, id: u32) -> Option<String> {
-        if let Some(t) = self.inner.added_tokens().iter().find(|t| t.id == id) {
-            return Some(t.content.clone());
-        }
-        self.inner.model().token_bytes(id).map(byte_level::encode)
+        self.inner.id_to_token(id).map(|t| t.into_owned())
     }
 
     /// Inverse of `id_to_token`.
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        if let Some(t) = self
-            .inner
-            .added_tokens()
-            .iter()
-            .find(|t| t.content == token)
-        {
-            return Some(t.id);
-        }
-        byte_level::decode(token).and_then(|b| self.inner.model().token_id(&b))
+        self.inner.token_to_id(token)
+    }
+
+    /// HF's `model.type`: `"BPE"` or `"WordPiece"`.
+    #[getter]
+    fn model_type(&self) -> &'static str {
+        self.inner.model().kind()
     }
 
     fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> Option<Bound<'py, PyBytes>> {
@@ -254,6 +293,21 @@ impl PyTokenizer {
     }
 
     fn save_tiktoken(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.detach(|| tiktoken::save(self.inner.model(), &path)).py()
+        let model = self.inner.model().as_bpe().ok_or_else(|| {
+            to_py(Error::InvalidArgument(
+                "only a byte-level BPE tokenizer can be written as .tiktoken".into(),
+            ))
+        })?;
+        py.detach(|| tiktoken::save(model, &path)).py()
+    }
+
+    /// Writes a WordPiece vocabulary as BERT's `vocab.txt`.
+    fn save_vocab(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let model = self.inner.model().as_wordpiece().ok_or_else(|| {
+            to_py(Error::InvalidArgument(
+                "only a WordPiece tokenizer has a vocab.txt".into(),
+            ))
+        })?;
+        py.detach(|| vocab_txt::save(model, &path)).py()
     }
 }

@@ -1,10 +1,13 @@
-//! HF `tokenizer.json` for byte-level BPE.
+//! HF `tokenizer.json` for byte-level BPE and for WordPiece (BERT).
 //!
-//! Read: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs, `ignore_merges`),
-//! normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel` (GPT-2 regex) or
-//! `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`. Anything else
-//! is refused with a message naming the field, rather than loaded into a tokenizer that would
-//! quietly give other ids than HF does.
+//! Read, byte-level BPE: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs,
+//! `ignore_merges`), normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel`
+//! (GPT-2 regex) or `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`.
+//! WordPiece: model `WordPiece` (see [`crate::models::wordpiece::serialization`]), normalizer
+//! `BertNormalizer` (or none, or a normal form), pre-tokenizer `BertPreTokenizer`,
+//! post-processor `BertProcessing` or the `TemplateProcessing` `[CLS] $A [SEP]` HF writes for
+//! BERT, decoder `WordPiece`. Anything else is refused with a message naming the field, rather
+//! than loaded into a tokenizer that would quietly give other ids than HF does.
 //!
 //! Written: the same shapes, so `tokenizers.Tokenizer.from_file` loads our output and gives
 //! our ids.
@@ -12,9 +15,11 @@
 use super::write_atomic;
 use crate::error::{Error, Result};
 use crate::models::bpe::{BpeModel, MergeRule};
-use crate::normalizers::Normalizer;
+use crate::models::wordpiece::{self, WordPieceModel};
+use crate::models::ModelWrapper;
+use crate::normalizers::{BertNormalizer, Normalizer};
 use crate::pre_tokenizers::{byte_level, PreTokenizer, Preset};
-use crate::tokenizer::{AddedToken, Tokenizer};
+use crate::tokenizer::{AddedToken, Decoder, PostProcessor, Tokenizer};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,10 +39,15 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         .filter(|m| m.is_object())
         .ok_or_else(|| bad("no `model` object".into()))?;
     let model_type = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
-    if model_type != "BPE" {
-        return Err(bad(format!(
-            "model type {model_type:?} is not supported yet (only byte-level BPE)"
-        )));
+    let added = parse_added_tokens(&root, source)?;
+    match model_type {
+        "BPE" => {}
+        "WordPiece" => return wordpiece_from_json(&root, model, added, source),
+        other => {
+            return Err(bad(format!(
+                "model type {other:?} is not supported yet (byte-level BPE and WordPiece are)"
+            )))
+        }
     }
     for field in [
         "continuing_subword_prefix",
@@ -69,37 +79,6 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
 
-    // Added tokens: matched as whole strings; their vocab entries are not byte-level text.
-    let mut added = Vec::new();
-    for (i, t) in root
-        .get("added_tokens")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let content = t
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
-        let id = t
-            .get("id")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
-        for flag in ["lstrip", "rstrip", "single_word"] {
-            if t.get(flag).and_then(Value::as_bool) == Some(true) {
-                return Err(bad(format!(
-                    "added token {content:?} sets {flag}, which is not supported yet"
-                )));
-            }
-        }
-        let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
-        added.push(AddedToken {
-            content: content.to_string(),
-            id: id as u32,
-            special,
-        });
-    }
     let added_text: HashMap<u32, &str> = added.iter().map(|t| (t.id, t.content.as_str())).collect();
 
     let vocab_obj = model
@@ -162,6 +141,140 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         .with_add_prefix_space(add_prefix_space))
 }
 
+/// `added_tokens`: matched as whole strings (for BPE their vocab entries are not byte-level
+/// text).
+fn parse_added_tokens(root: &Value, source: &str) -> Result<Vec<AddedToken>> {
+    let bad = |msg: String| Error::format(source, msg);
+    let mut added = Vec::new();
+    for (i, t) in root
+        .get("added_tokens")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let content = t
+            .get("content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
+        let id = t
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
+        for flag in ["lstrip", "rstrip", "single_word"] {
+            if t.get(flag).and_then(Value::as_bool) == Some(true) {
+                return Err(bad(format!(
+                    "added token {content:?} sets {flag}, which is not supported yet"
+                )));
+            }
+        }
+        let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
+        added.push(AddedToken {
+            content: content.to_string(),
+            id: id as u32,
+            special,
+        });
+    }
+    Ok(added)
+}
+
+/// The rest of a file whose model is WordPiece.
+fn wordpiece_from_json(
+    root: &Value,
+    model: &Value,
+    added: Vec<AddedToken>,
+    source: &str,
+) -> Result<Tokenizer> {
+    let bad = |msg: String| Error::format(source, msg);
+    let model = wordpiece::serialization::from_json(model, source)?;
+    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
+    let pre = root.get("pre_tokenizer").unwrap_or(&Value::Null);
+    match pre.get("type").and_then(Value::as_str) {
+        Some("BertPreTokenizer") => {}
+        other => {
+            return Err(bad(format!(
+                "pre_tokenizer {other:?} with WordPiece is not supported yet (BertPreTokenizer is)"
+            )))
+        }
+    }
+    let post =
+        parse_bert_post_processor(root.get("post_processor").unwrap_or(&Value::Null), source)?;
+    let decoder = root.get("decoder").unwrap_or(&Value::Null);
+    let decoder = match decoder.get("type").and_then(Value::as_str) {
+        None if decoder.is_null() => Decoder::ByteLevel,
+        Some("WordPiece") => Decoder::WordPiece {
+            prefix: decoder
+                .get("prefix")
+                .and_then(Value::as_str)
+                .unwrap_or("##")
+                .to_string(),
+            cleanup: decoder
+                .get("cleanup")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        },
+        other => {
+            return Err(bad(format!(
+                "decoder {other:?} is not supported with WordPiece"
+            )))
+        }
+    };
+    Ok(Tokenizer::new(PreTokenizer::Bert, model, added)?
+        .with_normalizer(normalizer)
+        .with_post_processor(post)
+        .with_decoder(decoder))
+}
+
+/// `BertProcessing`, or a `TemplateProcessing` whose single-sequence template is
+/// `[CLS] $A [SEP]` (what HF writes for BERT today); `null` adds nothing.
+fn parse_bert_post_processor(v: &Value, source: &str) -> Result<Option<PostProcessor>> {
+    let bad = |msg: &str| Error::format(source, format!("post_processor: {msg}"));
+    let pair = |v: Option<&Value>| -> Option<(String, u32)> {
+        let a = v?.as_array()?;
+        Some((a.first()?.as_str()?.to_string(), a.get(1)?.as_u64()? as u32))
+    };
+    match v.get("type").and_then(Value::as_str) {
+        None if v.is_null() => Ok(None),
+        Some("BertProcessing") => {
+            let cls = pair(v.get("cls")).ok_or_else(|| bad("BertProcessing without cls"))?;
+            let sep = pair(v.get("sep")).ok_or_else(|| bad("BertProcessing without sep"))?;
+            Ok(Some(PostProcessor::Bert { cls, sep }))
+        }
+        Some("TemplateProcessing") => {
+            let single = v
+                .get("single")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("TemplateProcessing without single"))?;
+            let special = |piece: &Value| -> Option<(String, u32)> {
+                let name = piece.get("SpecialToken")?.get("id")?.as_str()?;
+                let ids = v.get("special_tokens")?.get(name)?.get("ids")?.as_array()?;
+                match ids.as_slice() {
+                    [id] => Some((name.to_string(), id.as_u64()? as u32)),
+                    _ => None,
+                }
+            };
+            let is_a = |piece: &Value| {
+                piece
+                    .get("Sequence")
+                    .and_then(|s| s.get("id"))
+                    .and_then(Value::as_str)
+                    == Some("A")
+            };
+            match single.as_slice() {
+                [first, seq, last] if is_a(seq) => match (special(first), special(last)) {
+                    (Some(cls), Some(sep)) => Ok(Some(PostProcessor::Bert { cls, sep })),
+                    _ => Err(bad(
+                        "only a template of one special token, $A, one special token is supported",
+                    )),
+                },
+                _ => Err(bad("only the template `[CLS] $A [SEP]` is supported")),
+            }
+        }
+        Some(other) => Err(bad(&format!("{other:?} is not supported with WordPiece"))),
+        None => Err(bad("no type")),
+    }
+}
+
 fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
     match v.get("type").and_then(Value::as_str) {
         None if v.is_null() => Ok(None),
@@ -183,6 +296,16 @@ fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
                 "a normalizer Sequence of several steps is not supported yet",
             )),
         },
+        Some("BertNormalizer") => {
+            let flag =
+                |name: &str, default: bool| v.get(name).and_then(Value::as_bool).unwrap_or(default);
+            Ok(Some(Normalizer::Bert(BertNormalizer {
+                clean_text: flag("clean_text", true),
+                handle_chinese_chars: flag("handle_chinese_chars", true),
+                strip_accents: v.get("strip_accents").and_then(Value::as_bool),
+                lowercase: flag("lowercase", true),
+            })))
+        }
         Some(t) => Normalizer::from_hf_type(t)
             .map(Some)
             .ok_or_else(|| Error::format(source, format!("normalizer {t:?} is not supported yet"))),
@@ -257,9 +380,88 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
     }
 }
 
+fn normalizer_json(n: Option<Normalizer>) -> Value {
+    match n {
+        None => Value::Null,
+        Some(Normalizer::Bert(b)) => json!({
+            "type": "BertNormalizer",
+            "clean_text": b.clean_text,
+            "handle_chinese_chars": b.handle_chinese_chars,
+            "strip_accents": b.strip_accents,
+            "lowercase": b.lowercase,
+        }),
+        Some(n) => json!({"type": n.hf_type()}),
+    }
+}
+
+fn added_tokens_json(tok: &Tokenizer) -> Vec<Value> {
+    tok.added_tokens()
+        .iter()
+        .map(|t| {
+            json!({"id": t.id, "content": t.content, "single_word": false, "lstrip": false, "rstrip": false,
+                   "normalized": !t.special, "special": t.special})
+        })
+        .collect()
+}
+
 /// The `tokenizer.json` text for `tok`.
 pub fn to_string(tok: &Tokenizer) -> Result<String> {
-    let model = tok.model();
+    let root = match tok.model() {
+        ModelWrapper::Bpe(model) => bpe_to_json(tok, model),
+        ModelWrapper::WordPiece(model) => wordpiece_to_json(tok, model)?,
+    };
+    serde_json::to_string_pretty(&root)
+        .map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
+}
+
+fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
+    if !matches!(tok.pre_tokenizer(), PreTokenizer::Bert) {
+        return Err(Error::InvalidArgument(
+            "a WordPiece tokenizer.json is only written with the BERT pre-tokenizer".into(),
+        ));
+    }
+    let post = match tok.post_processor() {
+        None => Value::Null,
+        Some(PostProcessor::Bert { cls, sep }) => json!({
+            "type": "TemplateProcessing",
+            "single": [
+                {"SpecialToken": {"id": cls.0, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": sep.0, "type_id": 0}},
+            ],
+            "pair": [
+                {"SpecialToken": {"id": cls.0, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": sep.0, "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+                {"SpecialToken": {"id": sep.0, "type_id": 1}},
+            ],
+            "special_tokens": {
+                cls.0.clone(): {"id": cls.0, "ids": [cls.1], "tokens": [cls.0]},
+                sep.0.clone(): {"id": sep.0, "ids": [sep.1], "tokens": [sep.0]},
+            },
+        }),
+    };
+    let decoder = match tok.decoder() {
+        Decoder::WordPiece { prefix, cleanup } => {
+            json!({"type": "WordPiece", "prefix": prefix, "cleanup": cleanup})
+        }
+        Decoder::ByteLevel => Value::Null,
+    };
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens_json(tok),
+        "normalizer": normalizer_json(tok.normalizer()),
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": post,
+        "decoder": decoder,
+        "model": wordpiece::serialization::to_json(model),
+    }))
+}
+
+fn bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Value {
     let byte_level = |prefix: bool, use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": use_regex});
     let prefix = tok.add_prefix_space();
     // A custom pattern is written as given: HF reads it with Oniguruma, whose syntax differs
@@ -278,14 +480,7 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
             ]
         }),
     };
-    let added_tokens: Vec<Value> = tok
-        .added_tokens()
-        .iter()
-        .map(|t| {
-            json!({"id": t.id, "content": t.content, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": !t.special, "special": t.special})
-        })
-        .collect();
+    let added_tokens = added_tokens_json(tok);
 
     let mut entries: Vec<(u32, String)> = model
         .tokens()
@@ -325,12 +520,12 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
             .map(|(l, r)| Value::String(format!("{l} {r}")))
             .collect()
     };
-    let root = json!({
+    json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
         "added_tokens": added_tokens,
-        "normalizer": tok.normalizer().map(|n| json!({"type": n.hf_type()})),
+        "normalizer": normalizer_json(tok.normalizer()),
         "pre_tokenizer": pre_tokenizer,
         "post_processor": byte_level(prefix, true),
         "decoder": byte_level(prefix, true),
@@ -347,9 +542,7 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
             "vocab": vocab,
             "merges": merges,
         },
-    });
-    serde_json::to_string_pretty(&root)
-        .map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
+    })
 }
 
 pub fn save(tok: &Tokenizer, path: &Path) -> Result<()> {

@@ -2,13 +2,15 @@
 //!
 //! | format | read | write |
 //! | --- | --- | --- |
-//! | HF `tokenizer.json` (byte-level BPE) | [`hf_json::load`] | [`hf_json::save`] |
+//! | HF `tokenizer.json` (byte-level BPE, WordPiece) | [`hf_json::load`] | [`hf_json::save`] |
+//! | BERT `vocab.txt` (WordPiece) | [`vocab_txt::load`] | [`vocab_txt::save`] |
 //! | tiktoken `.tiktoken` (plain or gzip) | [`tiktoken::load`] | [`tiktoken::save`] |
 //! | GPT-2 `encoder.json` + `vocab.bpe` | [`gpt2::load`] | |
 
 pub mod gpt2;
 pub mod hf_json;
 pub mod tiktoken;
+pub mod vocab_txt;
 
 use crate::error::{Error, Result};
 use std::io::Read;

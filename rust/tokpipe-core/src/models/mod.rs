@@ -1,4 +1,117 @@
-//! Tokenization models. Only byte-level BPE so far; WordPiece and Unigram follow the same
-//! layout (`model.rs`, `trainer.rs`, `serialization.rs`).
+//! Tokenization models: what turns one pre-tokenized piece into ids.
+//!
+//! Each model has its own folder in HF `tokenizers`' layout: `model.rs` (the encoder),
+//! `trainer.rs`, and how it is written to files. [`Model`] is what every model offers the
+//! [`crate::Tokenizer`]; [`ModelWrapper`] holds one of them, so the tokenizer dispatches once
+//! per stretch of text (a `match`, not a virtual call per piece) and byte-level BPE's hot loop
+//! stays what it was. [`Trainer`] is what every trainer offers the binding and the CLI.
+//! Unigram slots in as a third variant and a third folder.
 
 pub mod bpe;
+pub(crate) mod piece_counter;
+pub mod wordpiece;
+
+use crate::corpus::{CorpusOptions, CorpusReport};
+use crate::error::Result;
+use crate::tokenizer::Tokenizer;
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+/// What a tokenization model offers the tokenizer.
+pub trait Model {
+    /// HF's `model.type` (`"BPE"`, `"WordPiece"`).
+    fn kind(&self) -> &'static str;
+    /// Appends the ids of one pre-tokenized piece to `out`.
+    fn encode_piece(&self, piece: &str, out: &mut Vec<u32>);
+    /// One past the largest ordinary token id.
+    fn id_bound(&self) -> usize;
+    /// The token as the model's files spell it (byte-level text for byte-level BPE).
+    fn id_to_token(&self, id: u32) -> Option<Cow<'_, str>>;
+    /// Inverse of [`Model::id_to_token`].
+    fn token_to_id(&self, token: &str) -> Option<u32>;
+    /// The bytes the token stands for (for WordPiece, its text, prefix included).
+    fn token_bytes(&self, id: u32) -> Option<&[u8]>;
+    /// The id of the token standing for exactly these bytes.
+    fn bytes_to_id(&self, bytes: &[u8]) -> Option<u32>;
+}
+
+/// One of the models, for static dispatch.
+#[derive(Clone, Debug)]
+pub enum ModelWrapper {
+    Bpe(bpe::BpeModel),
+    WordPiece(wordpiece::WordPieceModel),
+}
+
+impl From<bpe::BpeModel> for ModelWrapper {
+    fn from(m: bpe::BpeModel) -> Self {
+        ModelWrapper::Bpe(m)
+    }
+}
+
+impl From<wordpiece::WordPieceModel> for ModelWrapper {
+    fn from(m: wordpiece::WordPieceModel) -> Self {
+        ModelWrapper::WordPiece(m)
+    }
+}
+
+macro_rules! each_model {
+    ($self:expr, $m:ident => $e:expr) => {
+        match $self {
+            ModelWrapper::Bpe($m) => $e,
+            ModelWrapper::WordPiece($m) => $e,
+        }
+    };
+}
+
+impl ModelWrapper {
+    pub fn as_bpe(&self) -> Option<&bpe::BpeModel> {
+        match self {
+            ModelWrapper::Bpe(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn as_wordpiece(&self) -> Option<&wordpiece::WordPieceModel> {
+        match self {
+            ModelWrapper::WordPiece(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+impl Model for ModelWrapper {
+    fn kind(&self) -> &'static str {
+        each_model!(self, m => m.kind())
+    }
+    fn encode_piece(&self, piece: &str, out: &mut Vec<u32>) {
+        each_model!(self, m => Model::encode_piece(m, piece, out))
+    }
+    fn id_bound(&self) -> usize {
+        each_model!(self, m => Model::id_bound(m))
+    }
+    fn id_to_token(&self, id: u32) -> Option<Cow<'_, str>> {
+        each_model!(self, m => m.id_to_token(id))
+    }
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        each_model!(self, m => m.token_to_id(token))
+    }
+    fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        each_model!(self, m => Model::token_bytes(m, id))
+    }
+    fn bytes_to_id(&self, bytes: &[u8]) -> Option<u32> {
+        each_model!(self, m => m.bytes_to_id(bytes))
+    }
+}
+
+/// What every trainer offers: count a corpus (texts or files, as often as needed), then
+/// learn a model and return it as a ready tokenizer.
+pub trait Trainer: Send {
+    /// The model this trainer learns.
+    type Model: Model;
+    /// Counts `texts`, each one sequence.
+    fn feed(&mut self, texts: &[&str]) -> Result<()>;
+    /// Streams and counts `paths` (see [`crate::corpus`]).
+    fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport>;
+    /// Learns the model from everything fed so far.
+    fn train_tokenizer(self) -> Result<Tokenizer>;
+}

@@ -1,6 +1,11 @@
-//! Text normalizers applied before pre-tokenization (HF's `normalizer` field). Unicode
-//! normal forms only for now; text that is already normalized is passed through without a copy.
+//! Text normalizers applied before pre-tokenization (HF's `normalizer` field): the Unicode
+//! normal forms and BERT's normalizer ([`bert`]). Text that is already normalized is passed
+//! through without a copy.
 
+pub mod bert;
+pub(crate) mod bert_tables;
+
+pub use bert::BertNormalizer;
 use std::borrow::Cow;
 use unicode_normalization::{
     is_nfc_quick, is_nfd_quick, is_nfkc_quick, is_nfkd_quick, IsNormalized, UnicodeNormalization,
@@ -12,6 +17,7 @@ pub enum Normalizer {
     Nfd,
     Nfkc,
     Nfkd,
+    Bert(BertNormalizer),
 }
 
 impl Normalizer {
@@ -28,6 +34,7 @@ impl Normalizer {
 
     pub fn hf_type(self) -> &'static str {
         match self {
+            Normalizer::Bert(_) => "BertNormalizer",
             Normalizer::Nfc => "NFC",
             Normalizer::Nfd => "NFD",
             Normalizer::Nfkc => "NFKC",
@@ -43,6 +50,7 @@ impl Normalizer {
             Normalizer::Nfd => is_nfd_quick(text.chars()),
             Normalizer::Nfkc => is_nfkc_quick(text.chars()),
             Normalizer::Nfkd => is_nfkd_quick(text.chars()),
+            Normalizer::Bert(bert) => return bert.normalize(text),
         };
         if quick == IsNormalized::Yes {
             return Cow::Borrowed(text);
@@ -52,6 +60,7 @@ impl Normalizer {
             Normalizer::Nfd => text.nfd().collect(),
             Normalizer::Nfkc => text.nfkc().collect(),
             Normalizer::Nfkd => text.nfkd().collect(),
+            Normalizer::Bert(_) => unreachable!("returned above"),
         })
     }
 }

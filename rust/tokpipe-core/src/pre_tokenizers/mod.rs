@@ -1,10 +1,13 @@
-//! Pre-tokenization: cutting text into the pieces that BPE then encodes one by one.
+//! Pre-tokenization: cutting text into the pieces that the model then encodes one by one.
+//!
+//! [`bert`] is HF's BertPreTokenizer (whitespace and punctuation), for WordPiece.
 //!
 //! The three OpenAI patterns are presets. Each preset has a hand-written scanner
 //! ([`scanners`]) that gives exactly the pieces the published regex gives (tested against
 //! fancy-regex on real text) at several times the speed; any other pattern runs through
 //! fancy-regex, which supports the look-arounds and possessive quantifiers these patterns use.
 
+pub mod bert;
 pub mod byte_level;
 pub mod scanners;
 
@@ -108,11 +111,17 @@ pub enum PreTokenizer {
         pattern: String,
         regex: std::sync::Arc<fancy_regex::Regex>,
     },
+    /// HF's BertPreTokenizer: whitespace removed, punctuation isolated.
+    Bert,
 }
 
 impl PreTokenizer {
-    /// A preset name (`gpt2`, `cl100k`, `o200k`, or a tiktoken encoding name) or a regex.
+    /// A preset name (`gpt2`, `cl100k`, `o200k`, or a tiktoken encoding name), `bert`, or a
+    /// regex.
     pub fn new(name_or_pattern: &str) -> Result<Self> {
+        if name_or_pattern == "bert" {
+            return Ok(PreTokenizer::Bert);
+        }
         if let Some(preset) =
             Preset::from_name(name_or_pattern).or_else(|| Preset::from_pattern(name_or_pattern))
         {
@@ -139,13 +148,14 @@ impl PreTokenizer {
         match self {
             PreTokenizer::Preset(p) => p.pattern(),
             PreTokenizer::Regex { pattern, .. } => pattern,
+            PreTokenizer::Bert => "bert",
         }
     }
 
     pub fn preset(&self) -> Option<Preset> {
         match self {
             PreTokenizer::Preset(p) => Some(*p),
-            PreTokenizer::Regex { .. } => None,
+            PreTokenizer::Regex { .. } | PreTokenizer::Bert => None,
         }
     }
 
@@ -162,6 +172,7 @@ impl PreTokenizer {
                     emit(m.as_str());
                 }
             }
+            PreTokenizer::Bert => bert::split(text, &mut emit),
         }
         Ok(())
     }

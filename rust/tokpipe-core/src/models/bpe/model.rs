@@ -407,6 +407,33 @@ impl BpeModel {
     }
 }
 
+impl crate::models::Model for BpeModel {
+    fn kind(&self) -> &'static str {
+        "BPE"
+    }
+    #[inline]
+    fn encode_piece(&self, piece: &str, out: &mut Vec<u32>) {
+        BpeModel::encode_piece(self, piece.as_bytes(), out)
+    }
+    fn id_bound(&self) -> usize {
+        BpeModel::id_bound(self)
+    }
+    /// Byte-level text (`"Ġthe"`), as HF files spell tokens.
+    fn id_to_token(&self, id: u32) -> Option<std::borrow::Cow<'_, str>> {
+        BpeModel::token_bytes(self, id)
+            .map(|b| std::borrow::Cow::Owned(crate::pre_tokenizers::byte_level::encode(b)))
+    }
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        crate::pre_tokenizers::byte_level::decode(token).and_then(|b| self.token_id(&b))
+    }
+    fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        BpeModel::token_bytes(self, id)
+    }
+    fn bytes_to_id(&self, bytes: &[u8]) -> Option<u32> {
+        self.token_id(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,23 +15,16 @@
 //! the same whatever the number of threads: counts are sums, and every tie is broken by ids.
 
 mod merge_loop;
-mod piece_counter;
 
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
 use crate::models::bpe::BpeModel;
+use crate::models::piece_counter::{CorpusCounts, PieceCounter};
 use crate::pre_tokenizers::PreTokenizer;
 use crate::tokenizer::{AddedToken, Tokenizer};
 use merge_loop::{MergeLimits, TokenTable};
-use piece_counter::PieceCounter;
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
-
-/// Texts handed to one counting task by [`BpeTrainer::feed`], in bytes: enough work to hide
-/// the task's overhead, small enough to balance threads.
-const FEED_TASK_BYTES: usize = 256 << 10;
 
 #[derive(Clone, Debug)]
 pub struct BpeTrainerConfig {
@@ -77,9 +70,7 @@ impl TrainedBpe {
 pub struct BpeTrainer {
     config: BpeTrainerConfig,
     pre: PreTokenizer,
-    counts: PieceCounter,
-    /// Bytes of text fed so far; training on none is an error, not an empty model.
-    fed_bytes: u64,
+    counts: CorpusCounts,
 }
 
 impl std::fmt::Debug for BpeTrainer {
@@ -87,8 +78,8 @@ impl std::fmt::Debug for BpeTrainer {
         f.debug_struct("BpeTrainer")
             .field("config", &self.config)
             .field("pre_tokenizer", &self.pre.pattern())
-            .field("distinct_pre_tokens", &self.counts.len())
-            .field("fed_bytes", &self.fed_bytes)
+            .field("distinct_pre_tokens", &self.counts.counts.len())
+            .field("fed_bytes", &self.counts.fed_bytes)
             .finish()
     }
 }
@@ -125,43 +116,16 @@ impl BpeTrainer {
         Ok(BpeTrainer {
             config,
             pre,
-            counts: PieceCounter::default(),
-            fed_bytes: 0,
+            counts: CorpusCounts::default(),
         })
     }
 
     /// Counts the pre-tokens of `texts`, each text one sequence (pre-tokenization never spans
     /// two texts), in parallel. May be called many times, e.g. once per batch of a dataset.
     pub fn feed(&mut self, texts: &[&str]) -> Result<()> {
-        // Cut the texts into tasks of about FEED_TASK_BYTES each.
-        let mut tasks = Vec::new();
-        let (mut start, mut size) = (0, 0);
-        for (i, text) in texts.iter().enumerate() {
-            size += text.len();
-            if size >= FEED_TASK_BYTES {
-                tasks.push(start..i + 1);
-                (start, size) = (i + 1, 0);
-            }
-        }
-        if start < texts.len() {
-            tasks.push(start..texts.len());
-        }
-        let counters = per_thread_counters();
         let pre = &self.pre;
-        tasks.into_par_iter().try_for_each(|task| {
-            let mut counter = counters[rayon::current_thread_index().unwrap_or(0) % counters.len()]
-                .lock()
-                .expect("no panics while counting");
-            let ThreadCounter { total, batch } = &mut *counter;
-            texts[task]
-                .iter()
-                .try_for_each(|text| count_pre_tokens(pre, text, batch))?;
-            batch.drain_into(total);
-            Ok::<(), Error>(())
-        })?;
-        self.fed_bytes += texts.iter().map(|t| t.len() as u64).sum::<u64>();
-        self.absorb_counters(counters);
-        Ok(())
+        self.counts
+            .feed(texts, &|text, counter| count_pre_tokens(pre, text, counter))
     }
 
     /// Streams `paths` (txt, jsonl, json, optionally .gz/.zst; see [`crate::corpus`]) and
@@ -175,29 +139,16 @@ impl BpeTrainer {
             "{msg} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec})",
         );
         progress.set_message("reading");
-        let counters = per_thread_counters();
         let pre = &self.pre;
-        let report = corpus::par_for_each_document(
-            paths,
-            opts,
-            &progress,
-            &counters,
-            |counter, doc| count_pre_tokens(pre, doc, &mut counter.batch),
-            |counter| {
-                let ThreadCounter { total, batch } = counter;
-                batch.drain_into(total);
-            },
-        );
-        progress.finish_and_clear();
-        let report = report?;
-        self.fed_bytes += report.bytes;
-        self.absorb_counters(counters);
-        Ok(report)
+        self.counts
+            .feed_files(paths, opts, &progress, &|text, counter| {
+                count_pre_tokens(pre, text, counter)
+            })
     }
 
     /// Learns the merges from everything fed so far.
     pub fn train(self) -> Result<TrainedBpe> {
-        if self.fed_bytes == 0 {
+        if self.counts.fed_bytes == 0 {
             return Err(Error::Corpus(
                 "no text to train on: the corpus is empty".into(),
             ));
@@ -213,7 +164,7 @@ impl BpeTrainer {
             "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tokens (eta {eta})",
         );
         progress.set_message("merging");
-        let merges = merge_loop::learn_merges(self.counts, &mut tokens, &limits, &progress);
+        let merges = merge_loop::learn_merges(self.counts.counts, &mut tokens, &limits, &progress);
         progress.finish_and_clear();
         let specials = self
             .config
@@ -244,33 +195,6 @@ impl BpeTrainer {
             .expect("progress templates are valid");
         indicatif::ProgressBar::new(len).with_style(style)
     }
-
-    fn absorb_counters(&mut self, counters: Vec<Mutex<ThreadCounter>>) {
-        for counter in counters {
-            self.counts.absorb(
-                counter
-                    .into_inner()
-                    .expect("no panics while counting")
-                    .total,
-            );
-        }
-    }
-}
-
-/// One rayon thread's counts: the running total, and the current batch's counts, kept apart
-/// for cache efficiency (see [`PieceCounter::drain_into`]).
-#[derive(Default)]
-struct ThreadCounter {
-    total: PieceCounter,
-    batch: PieceCounter,
-}
-
-/// One counter per rayon thread of the current pool; a thread only ever locks its own, so the
-/// locks are never contended.
-fn per_thread_counters() -> Vec<Mutex<ThreadCounter>> {
-    (0..rayon::current_num_threads())
-        .map(|_| Mutex::default())
-        .collect()
 }
 
 /// Counts the pre-tokens of one sequence. Text the pattern does not match (possible with a

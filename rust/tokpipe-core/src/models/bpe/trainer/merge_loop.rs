@@ -27,7 +27,7 @@
 //! Rewrites touching many words are spread over rayon threads, each gathering its own count
 //! changes, which are then summed; the result does not depend on the thread count.
 
-use super::piece_counter::PieceCounter;
+use crate::models::piece_counter::PieceCounter;
 use crate::pre_tokenizers::byte_level;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;

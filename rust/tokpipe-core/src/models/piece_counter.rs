@@ -1,11 +1,120 @@
-//! Counting distinct pre-tokens (the trainer's "words").
+//! Counting distinct pre-tokens (the trainers' "words"), shared by every trainer:
+//! [`CorpusCounts`] feeds texts or files through a trainer's counting function on all cores,
+//! one [`PieceCounter`] per thread.
 //!
 //! A corpus has tens of millions of pre-token occurrences but only a few million distinct
 //! ones, so the counter is built to cost nothing per occurrence beyond one hash and one probe:
 //! keys live back to back in one byte arena (no allocation per key, no per-key allocator
 //! overhead), and the table holds each key's first bytes, where the rest is, and its count.
 
+use crate::corpus::{self, CorpusOptions, CorpusReport};
+use crate::error::{Error, Result};
 use hashbrown::HashTable;
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Texts handed to one counting task by [`CorpusCounts::feed`], in bytes: enough work to hide
+/// the task's overhead, small enough to balance threads.
+const FEED_TASK_BYTES: usize = 256 << 10;
+
+/// A trainer's counted corpus: distinct pieces with their counts, and how much text was fed.
+#[derive(Debug, Default)]
+pub(crate) struct CorpusCounts {
+    pub(crate) counts: PieceCounter,
+    /// Bytes of text fed so far; training on none is an error, not an empty model.
+    pub(crate) fed_bytes: u64,
+}
+
+/// Counts the pieces of one text into a counter (the trainer's normalizer and pre-tokenizer).
+pub(crate) type CountFn<'a> = dyn Fn(&str, &mut PieceCounter) -> Result<()> + Sync + 'a;
+
+impl CorpusCounts {
+    /// Counts `texts`, each text one sequence, in parallel.
+    pub(crate) fn feed(&mut self, texts: &[&str], count: &CountFn<'_>) -> Result<()> {
+        // Cut the texts into tasks of about FEED_TASK_BYTES each.
+        let mut tasks = Vec::new();
+        let (mut start, mut size) = (0, 0);
+        for (i, text) in texts.iter().enumerate() {
+            size += text.len();
+            if size >= FEED_TASK_BYTES {
+                tasks.push(start..i + 1);
+                (start, size) = (i + 1, 0);
+            }
+        }
+        if start < texts.len() {
+            tasks.push(start..texts.len());
+        }
+        let counters = per_thread_counters();
+        tasks.into_par_iter().try_for_each(|task| {
+            let mut counter = counters[rayon::current_thread_index().unwrap_or(0) % counters.len()]
+                .lock()
+                .expect("no panics while counting");
+            let ThreadCounter { total, batch } = &mut *counter;
+            texts[task].iter().try_for_each(|text| count(text, batch))?;
+            batch.drain_into(total);
+            Ok::<(), Error>(())
+        })?;
+        self.fed_bytes += texts.iter().map(|t| t.len() as u64).sum::<u64>();
+        self.absorb_counters(counters);
+        Ok(())
+    }
+
+    /// Streams `paths` (see [`crate::corpus`]) and counts their documents: reader threads open
+    /// and decompress files, all rayon threads decode and count.
+    pub(crate) fn feed_files(
+        &mut self,
+        paths: &[PathBuf],
+        opts: &CorpusOptions,
+        progress: &indicatif::ProgressBar,
+        count: &CountFn<'_>,
+    ) -> Result<CorpusReport> {
+        let counters = per_thread_counters();
+        let report = corpus::par_for_each_document(
+            paths,
+            opts,
+            progress,
+            &counters,
+            |counter, doc| count(doc, &mut counter.batch),
+            |counter| {
+                let ThreadCounter { total, batch } = counter;
+                batch.drain_into(total);
+            },
+        );
+        progress.finish_and_clear();
+        let report = report?;
+        self.fed_bytes += report.bytes;
+        self.absorb_counters(counters);
+        Ok(report)
+    }
+
+    fn absorb_counters(&mut self, counters: Vec<Mutex<ThreadCounter>>) {
+        for counter in counters {
+            self.counts.absorb(
+                counter
+                    .into_inner()
+                    .expect("no panics while counting")
+                    .total,
+            );
+        }
+    }
+}
+
+/// One rayon thread's counts: the running total, and the current batch's counts, kept apart
+/// for cache efficiency (see [`PieceCounter::drain_into`]).
+#[derive(Default)]
+struct ThreadCounter {
+    total: PieceCounter,
+    batch: PieceCounter,
+}
+
+/// One counter per rayon thread of the current pool; a thread only ever locks its own, so the
+/// locks are never contended.
+fn per_thread_counters() -> Vec<Mutex<ThreadCounter>> {
+    (0..rayon::current_num_threads())
+        .map(|_| Mutex::default())
+        .collect()
+}
 
 /// Where a key sits in the arena, and how often it was seen.
 #[derive(Clone, Copy, Debug)]
