@@ -1,4 +1,5 @@
-"""``tokpipe train-bpe``: train a byte-level BPE tokenizer and write ``tokenizer.json``."""
+"""``tokpipe train-bpe`` and ``tokpipe train-wordpiece``: train a tokenizer and write
+``tokenizer.json``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 
 from tokpipe.cli import UsageError, cli, friendly_errors
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.train import CorpusReport, train_bpe
+from tokpipe.train import BERT_SPECIAL_TOKENS, CorpusReport, train_bpe, train_wordpiece
 
 # Set-aside examples printed after the summary (the report holds up to 20).
 _SHOWN = 5
@@ -77,15 +78,87 @@ def train_bpe_command(
     if tiktoken_path is not None:
         tok.save_tiktoken(tiktoken_path)
     if not quiet:
-        summary = report[0] if report else None
-        rows = [("vocabulary", f"{tok.vocab_size:,}"), ("output", str(output))]
-        if summary is not None:
-            rows = summary.rows() + rows
-        rows.append(("seconds", f"{time.perf_counter() - started:.1f}"))
-        width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            click.echo(f"{key:<{width}}  {value}", err=True)
-        if summary is not None and summary.examples:
-            click.echo(f"first set-aside input ({min(len(summary.examples), _SHOWN)} of {sum(summary.set_aside.values()):,}):", err=True)
-            for path, line, why in summary.examples[:_SHOWN]:
-                click.echo(f"  {path}:{line}: {why}", err=True)
+        _print_summary(report, tok.vocab_size, [("output", str(output))], started)
+
+
+def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tuple[str, str]], started: float) -> None:
+    summary = report[0] if report else None
+    rows = [("vocabulary", f"{vocab_size:,}")] + outputs
+    if summary is not None:
+        rows = summary.rows() + rows
+    rows.append(("seconds", f"{time.perf_counter() - started:.1f}"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        click.echo(f"{key:<{width}}  {value}", err=True)
+    if summary is not None and summary.examples:
+        click.echo(f"first set-aside input ({min(len(summary.examples), _SHOWN)} of {sum(summary.set_aside.values()):,}):", err=True)
+        for path, line, why in summary.examples[:_SHOWN]:
+            click.echo(f"  {path}:{line}: {why}", err=True)
+
+
+@cli.command("train-wordpiece")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("tokenizer.json"),
+              show_default=True, help="Where to write the HF tokenizer.json.")
+@click.option("--vocab-txt", "vocab_txt", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write BERT's vocab.txt here.")
+@click.option("--vocab-size", type=click.IntRange(min=1), default=30000, show_default=True,
+              help="Size of the vocabulary, special tokens and alphabet included.")
+@click.option("--score", type=click.Choice(["likelihood", "frequency"]), default="likelihood", show_default=True,
+              help="likelihood: merge the pair maximising freq(ab)/(freq(a)*freq(b)) (original WordPiece); "
+                   "frequency: the most frequent pair (HF WordPieceTrainer's vocabulary).")
+@click.option("--special-token", "special_tokens", multiple=True, default=BERT_SPECIAL_TOKENS, show_default=True,
+              help="A special token, given the first ids; repeat the option for several.")
+@click.option("--min-frequency", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Never merge a pair seen fewer times than this.")
+@click.option("--limit-alphabet", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Keep only this many characters (the most frequent) in the alphabet.")
+@click.option("--cased", is_flag=True, help="Keep case and accents (BERT cased); the default lowercases and strips accents.")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
+@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@friendly_errors
+def train_wordpiece_command(
+    corpus: tuple[Path, ...],
+    output: Path,
+    vocab_txt: Path | None,
+    vocab_size: int,
+    score: str,
+    special_tokens: tuple[str, ...],
+    min_frequency: int,
+    limit_alphabet: int,
+    cased: bool,
+    text_field: str,
+    strict: bool,
+    quiet: bool,
+) -> None:
+    """Train a BERT WordPiece tokenizer on CORPUS (files or folders, walked recursively).
+
+    Words are cut by BERT's normalizer and pre-tokenizer, then merged pair by pair until the
+    vocabulary is full. Reads the same inputs as train-bpe.
+    """
+    started = time.perf_counter()
+    report: list[CorpusReport] = []
+    try:
+        tok = train_wordpiece(
+            list(corpus),
+            vocab_size=vocab_size,
+            score=score,
+            special_tokens=special_tokens,
+            min_frequency=min_frequency,
+            limit_alphabet=limit_alphabet,
+            lowercase=not cased,
+            show_progress=not quiet and sys.stderr.isatty(),
+            strict=strict,
+            text_field=text_field,
+            report=report,
+        )
+    except InvalidArgumentError as e:
+        raise UsageError(str(e)) from None
+    tok.save(output)
+    outputs = [("output", str(output))]
+    if vocab_txt is not None:
+        tok.save_vocab(vocab_txt)
+        outputs.append(("vocab.txt", str(vocab_txt)))
+    if not quiet:
+        _print_summary(report, tok.vocab_size, outputs, started)
