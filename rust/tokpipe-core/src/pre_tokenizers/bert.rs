@@ -13,6 +13,11 @@ fn is_punctuation(c: char) -> bool {
     }
 }
 
+/// [`split`] behind a `dyn` callback.
+pub fn split_dyn<'a>(text: &'a str, emit: &mut dyn FnMut(&'a str)) {
+    split(text, &mut |p| emit(p))
+}
+
 /// Calls `emit` with each piece of `text`, in order; whitespace is not part of any piece.
 pub fn split<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
     let bytes = text.as_bytes();

@@ -172,7 +172,9 @@ impl PreTokenizer {
                     emit(m.as_str());
                 }
             }
-            PreTokenizer::Bert => bert::split(text, &mut emit),
+            // Through `dyn`: one copy of the BERT splitter, not one per caller's closure, so
+            // the byte-level presets' `split` stays as small (and as inlined) as before.
+            PreTokenizer::Bert => bert::split_dyn(text, &mut emit),
         }
         Ok(())
     }
