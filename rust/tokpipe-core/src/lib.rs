@@ -1,15 +1,16 @@
 //! tokpipe-core: the pure-Rust half of tokpipe (no Python here; `tokpipe-py` binds it).
 //!
 //! Crate map, following the order text flows through a tokenizer:
-//! - [`normalizers`]: Unicode normal forms applied first (HF `normalizer`).
+//! - [`normalizers`]: Unicode normal forms and BERT's normalizer, applied first (HF `normalizer`).
 //! - [`pre_tokenizers`]: splits text into pieces (regex presets gpt2 / cl100k / o200k with
-//!   hand-written scanners, or any custom pattern through fancy-regex).
-//! - [`models::bpe`]: byte-level BPE: the encoder ([`models::bpe::BpeModel`]), the trainer
-//!   ([`models::bpe::BpeTrainer`]) and how a model is laid out on disk.
-//! - [`tokenizer`]: [`Tokenizer`] ties a pre-tokenizer, a model and special tokens together and
-//!   is what callers encode and decode with.
+//!   hand-written scanners, any custom pattern through fancy-regex, or BERT's splitter).
+//! - [`models`]: the [`models::Model`] and [`models::Trainer`] traits and one folder per model:
+//!   [`models::bpe`] (byte-level BPE) and [`models::wordpiece`] (BERT, LinMaxMatch encoder,
+//!   likelihood or frequency trainer).
+//! - [`tokenizer`]: [`Tokenizer`] ties normalizer, pre-tokenizer, model, special tokens,
+//!   post-processor and decoder together and is what callers encode and decode with.
 //! - [`formats`]: readers and writers for the files people already have: HF `tokenizer.json`,
-//!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`.
+//!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`, BERT `vocab.txt`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,

@@ -197,6 +197,22 @@ impl BpeTrainer {
     }
 }
 
+impl crate::models::Trainer for BpeTrainer {
+    type Model = BpeModel;
+
+    fn feed(&mut self, texts: &[&str]) -> Result<()> {
+        BpeTrainer::feed(self, texts)
+    }
+
+    fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport> {
+        BpeTrainer::feed_files(self, paths, opts)
+    }
+
+    fn train_tokenizer(self) -> Result<Tokenizer> {
+        BpeTrainer::train_tokenizer(self)
+    }
+}
+
 /// Counts the pre-tokens of one sequence. Text the pattern does not match (possible with a
 /// custom pattern) is counted as pieces of its own, as HF's `Split(..., "isolated")` keeps it.
 /// Pieces under two bytes are skipped: they hold no pair, and every byte is in the alphabet.
