@@ -5,14 +5,13 @@
 use crate::errors::IntoPyResult;
 use crate::kernels::StrBuffers;
 use crate::tokenizer::PyTokenizer;
-use crate::trainers::report_dict;
-use pyo3::exceptions::PyRuntimeError;
+use crate::trainers::TrainerSlot;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use tokpipe_core::corpus::CorpusOptions;
+use std::sync::Arc;
+
 use tokpipe_core::lm::{
     LineTokens, LmTrainer, LmTrainerConfig, ModelTokenizer, NgramModel, Scorer, TrainedLm,
 };
@@ -134,21 +133,7 @@ impl PyNgramModel {
 // only held while one call's GIL-free work runs.
 #[pyclass(module = "tokpipe._core", name = "LmTrainer")]
 pub struct PyLmTrainer {
-    inner: Mutex<Option<LmTrainer>>,
-}
-
-const TRAINED: &str = "this trainer has already trained; make a new one";
-
-impl PyLmTrainer {
-    fn with<T>(&self, f: impl FnOnce(&mut LmTrainer) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer failed in an earlier call"))?;
-        f(guard
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
-    }
+    slot: TrainerSlot<LmTrainer>,
 }
 
 #[pymethods]
@@ -182,19 +167,13 @@ impl PyLmTrainer {
             })
             .py()?;
         Ok(PyLmTrainer {
-            inner: Mutex::new(Some(trainer)),
+            slot: TrainerSlot::new(trainer),
         })
     }
 
     /// Counts texts, each one document (its lines are the sentences).
     fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
-        self.with(|trainer| {
-            py.detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                trainer.feed(&refs)
-            })
-            .py()
-        })
+        self.slot.feed(py, texts)
     }
 
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
@@ -205,18 +184,11 @@ impl PyLmTrainer {
         strict: bool,
         text_field: String,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let opts = CorpusOptions { strict, text_field };
-        let report = self.with(|trainer| py.detach(|| trainer.feed_files(&paths, &opts)).py())?;
-        report_dict(py, &report)
+        self.slot.feed_files(py, paths, strict, text_field)
     }
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTrainedLm> {
-        let trainer = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|mut g| g.take())
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
+        let trainer = self.slot.take()?;
         let inner = py.detach(|| trainer.train()).py()?;
         Ok(PyTrainedLm { inner })
     }

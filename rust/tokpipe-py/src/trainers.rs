@@ -10,24 +10,62 @@ use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tokpipe_core::corpus::{CorpusOptions, CorpusReport, SetAsideReason};
+use tokpipe_core::lm::LmTrainer;
 use tokpipe_core::models::bpe::{BpeTrainer, BpeTrainerConfig};
 use tokpipe_core::models::wordpiece::{Score, WordPieceTrainer, WordPieceTrainerConfig};
 use tokpipe_core::models::Trainer;
 use tokpipe_core::normalizers::BertNormalizer;
 use tokpipe_core::pre_tokenizers::PreTokenizer;
 
-// `train` consumes the core trainer, so it sits in an Option. pyo3 needs the class to be Sync;
-// the Mutex gives that, and is never contended because every method holds it only while the
-// GIL-free work of one call runs.
-#[pyclass(module = "tokpipe._core", name = "BpeTrainer")]
-pub struct PyBpeTrainer {
-    inner: Mutex<Option<BpeTrainer>>,
+/// What the bindings need of a core trainer: the two ways of counting a corpus, which every
+/// core trainer has (BPE and WordPiece through [`Trainer`], the n-gram LM trainer, which
+/// learns no tokenizer, as its own methods).
+pub(crate) trait CountsCorpus: Send {
+    fn count_texts(&mut self, texts: &[&str]) -> tokpipe_core::Result<()>;
+    fn count_files(
+        &mut self,
+        paths: &[PathBuf],
+        opts: &CorpusOptions,
+    ) -> tokpipe_core::Result<CorpusReport>;
 }
+
+macro_rules! counts_corpus {
+    ($($trainer:ty),*) => {$(
+        impl CountsCorpus for $trainer {
+            fn count_texts(&mut self, texts: &[&str]) -> tokpipe_core::Result<()> {
+                self.feed(texts)
+            }
+            fn count_files(
+                &mut self,
+                paths: &[PathBuf],
+                opts: &CorpusOptions,
+            ) -> tokpipe_core::Result<CorpusReport> {
+                self.feed_files(paths, opts)
+            }
+        }
+    )*};
+}
+
+counts_corpus!(BpeTrainer, WordPieceTrainer, LmTrainer);
 
 const TRAINED: &str = "this trainer has already trained; make a new one";
 
-impl PyBpeTrainer {
-    fn with<T>(&self, f: impl FnOnce(&mut BpeTrainer) -> PyResult<T>) -> PyResult<T> {
+// `train` consumes the core trainer, so it sits in an Option. pyo3 needs the class to be Sync;
+// the Mutex gives that, and is never contended because every method holds it only while the
+// GIL-free work of one call runs. One slot serves every trainer class, so feeding, reporting
+// and the "already trained" error are the same for all of them.
+pub(crate) struct TrainerSlot<T> {
+    inner: Mutex<Option<T>>,
+}
+
+impl<T: CountsCorpus> TrainerSlot<T> {
+    pub(crate) fn new(trainer: T) -> Self {
+        TrainerSlot {
+            inner: Mutex::new(Some(trainer)),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> PyResult<R>) -> PyResult<R> {
         let mut guard = self
             .inner
             .lock()
@@ -36,6 +74,44 @@ impl PyBpeTrainer {
             .as_mut()
             .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
     }
+
+    /// Counts `texts` with the GIL released.
+    pub(crate) fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
+        self.with(|trainer| {
+            py.detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                trainer.count_texts(&refs)
+            })
+            .py()
+        })
+    }
+
+    /// Streams and counts `paths` with the GIL released; the report as a dict.
+    pub(crate) fn feed_files<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<PathBuf>,
+        strict: bool,
+        text_field: String,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = CorpusOptions { strict, text_field };
+        let report = self.with(|trainer| py.detach(|| trainer.count_files(&paths, &opts)).py())?;
+        report_dict(py, &report)
+    }
+
+    /// The trainer, for its one `train` call; an error once it has been taken.
+    pub(crate) fn take(&self) -> PyResult<T> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|mut g| g.take())
+            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))
+    }
+}
+
+#[pyclass(module = "tokpipe._core", name = "BpeTrainer")]
+pub struct PyBpeTrainer {
+    slot: TrainerSlot<BpeTrainer>,
 }
 
 #[pymethods]
@@ -59,18 +135,12 @@ impl PyBpeTrainer {
         };
         let trainer = BpeTrainer::new(config, PreTokenizer::new(pattern).py()?).py()?;
         Ok(PyBpeTrainer {
-            inner: Mutex::new(Some(trainer)),
+            slot: TrainerSlot::new(trainer),
         })
     }
 
     fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
-        self.with(|trainer| {
-            py.detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                trainer.feed(&refs)
-            })
-            .py()
-        })
+        self.slot.feed(py, texts)
     }
 
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
@@ -81,18 +151,11 @@ impl PyBpeTrainer {
         strict: bool,
         text_field: String,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let opts = CorpusOptions { strict, text_field };
-        let report = self.with(|trainer| py.detach(|| trainer.feed_files(&paths, &opts)).py())?;
-        report_dict(py, &report)
+        self.slot.feed_files(py, paths, strict, text_field)
     }
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
-        let trainer = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|mut g| g.take())
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
+        let trainer = self.slot.take()?;
         let inner = py.detach(|| trainer.train_tokenizer()).py()?;
         Ok(PyTokenizer::new(inner))
     }
@@ -100,19 +163,7 @@ impl PyBpeTrainer {
 
 #[pyclass(module = "tokpipe._core", name = "WordPieceTrainer")]
 pub struct PyWordPieceTrainer {
-    inner: Mutex<Option<WordPieceTrainer>>,
-}
-
-impl PyWordPieceTrainer {
-    fn with<T>(&self, f: impl FnOnce(&mut WordPieceTrainer) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer failed in an earlier call"))?;
-        f(guard
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
-    }
+    slot: TrainerSlot<WordPieceTrainer>,
 }
 
 #[pymethods]
@@ -162,18 +213,12 @@ impl PyWordPieceTrainer {
             show_progress,
         };
         Ok(PyWordPieceTrainer {
-            inner: Mutex::new(Some(WordPieceTrainer::new(config).py()?)),
+            slot: TrainerSlot::new(WordPieceTrainer::new(config).py()?),
         })
     }
 
     fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
-        self.with(|trainer| {
-            py.detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                trainer.feed(&refs)
-            })
-            .py()
-        })
+        self.slot.feed(py, texts)
     }
 
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
@@ -184,18 +229,11 @@ impl PyWordPieceTrainer {
         strict: bool,
         text_field: String,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let opts = CorpusOptions { strict, text_field };
-        let report = self.with(|trainer| py.detach(|| trainer.feed_files(&paths, &opts)).py())?;
-        report_dict(py, &report)
+        self.slot.feed_files(py, paths, strict, text_field)
     }
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
-        let trainer = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|mut g| g.take())
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?;
+        let trainer = self.slot.take()?;
         let inner = py.detach(|| trainer.train_tokenizer()).py()?;
         Ok(PyTokenizer::new(inner))
     }
