@@ -4,6 +4,7 @@
 //! so ids equal HF's on any text, not just on text our Unicode version agrees on.
 
 use super::bert_tables::{NONSPACING_MARKS, REMOVED};
+use crate::text::chars::in_ranges;
 use std::borrow::Cow;
 use unicode_normalization::UnicodeNormalization;
 
@@ -25,22 +26,6 @@ impl Default for BertNormalizer {
             lowercase: true,
         }
     }
-}
-
-/// Whether `c` lies in one of the sorted, disjoint `ranges`.
-pub(crate) fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
-    let c = c as u32;
-    ranges
-        .binary_search_by(|&(lo, hi)| {
-            if hi < c {
-                std::cmp::Ordering::Less
-            } else if lo > c {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
 }
 
 /// HF's `is_chinese_char`: the CJK Unified Ideographs blocks and their extensions, and the
@@ -78,7 +63,7 @@ impl BertNormalizer {
                 let removed = if c.is_ascii() {
                     ascii_removed(c as u8)
                 } else {
-                    in_ranges(REMOVED, c)
+                    in_ranges(REMOVED, c as u32)
                 };
                 if removed {
                     continue;
@@ -102,7 +87,7 @@ impl BertNormalizer {
             let lower = self.lowercase;
             let mut out = String::with_capacity(s.len());
             for c in s.nfd() {
-                if c.is_ascii() || !in_ranges(NONSPACING_MARKS, c) {
+                if c.is_ascii() || !in_ranges(NONSPACING_MARKS, c as u32) {
                     push_case(&mut out, c, lower);
                 }
             }

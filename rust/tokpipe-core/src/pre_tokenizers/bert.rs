@@ -1,15 +1,15 @@
 //! HF's `BertPreTokenizer`: split on whitespace (dropped), then isolate every punctuation
 //! character (ASCII punctuation, and HF's Unicode punctuation class) as a piece of its own.
 
-use crate::normalizers::bert::in_ranges;
 use crate::normalizers::bert_tables::PUNCTUATION;
+use crate::text::chars::in_ranges;
 
 #[inline]
 fn is_punctuation(c: char) -> bool {
     if c.is_ascii() {
         c.is_ascii_punctuation()
     } else {
-        in_ranges(PUNCTUATION, c)
+        in_ranges(PUNCTUATION, c as u32)
     }
 }
 

@@ -6,7 +6,7 @@
 //! generated into `en_special.rs`. Tokens are never copied: each comes as a slice of the text with its kind, which
 //! is all the quality kernels need (word counts and lengths, n-grams, sentence counts).
 
-use super::chars::is_punct;
+use super::chars::{in_ranges, is_punct};
 use super::en_special::{
     ALPHA, ALPHA_LOWER, ALPHA_UPPER, CURRENCY, HYPHENS, ICONS, SPECIAL_CASES, UNITS, URL_PATTERN,
 };
@@ -114,26 +114,12 @@ fn is_sentence_punct(c: char) -> bool {
     )
 }
 
-fn in_table(c: char, table: &[(char, char)]) -> bool {
-    table
-        .binary_search_by(|&(lo, hi)| {
-            if hi < c {
-                std::cmp::Ordering::Less
-            } else if lo > c {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
-}
-
 /// spaCy's ALPHA: letters of the scripts it knows, cased or not (CJK included).
 fn is_alpha(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_alphabetic();
     }
-    in_table(c, ALPHA)
+    in_ranges(ALPHA, c)
 }
 
 /// spaCy's ALPHA_LOWER: lower-case letters and the letters of scripts without case.
@@ -141,7 +127,7 @@ fn is_alpha_lower(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_lowercase();
     }
-    in_table(c, ALPHA_LOWER)
+    in_ranges(ALPHA_LOWER, c)
 }
 
 /// spaCy's ALPHA_UPPER: upper-case letters and the letters of scripts without case.
@@ -149,12 +135,12 @@ fn is_alpha_upper(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_uppercase();
     }
-    in_table(c, ALPHA_UPPER)
+    in_ranges(ALPHA_UPPER, c)
 }
 
 /// spaCy's "icon" characters (its list of So code points); ASCII has none.
 fn is_icon(c: char) -> bool {
-    !c.is_ascii() && in_table(c, ICONS)
+    !c.is_ascii() && in_ranges(ICONS, c)
 }
 
 fn kind_of(token: &str) -> Kind {
