@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import kenlm
 
+from tests.cli.test_train import run
 from tests.conftest import CORPORA, VOCAB
-
-
-def run(*args: str, threads: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    if threads is not None:
-        env["RAYON_NUM_THREADS"] = str(threads)
-    return subprocess.run([sys.executable, "-c", "from tokpipe.cli import main; main()", *args],
-                          capture_output=True, text=True, encoding="utf-8", env=env)
 
 
 def test_trains_a_model_kenlm_loads(tmp_path: Path) -> None:
