@@ -199,26 +199,22 @@ impl NgramModel {
     /// log10 P of `words` (ids) as one sentence: after `<s>` when `bos`, then `</s>` when
     /// `eos`; KenLM's `Model.score(sentence, bos, eos)`, summed in `f32` as KenLM sums.
     pub fn score_ids(&self, words: &[u32], bos: bool, eos: bool) -> f32 {
-        let mut state = if bos {
-            self.begin_sentence()
-        } else {
-            self.null_context()
-        };
-        let mut next = State::EMPTY;
-        let mut total = 0.0f32;
-        for &w in words {
-            total += self.score(&state, w, &mut next);
-            std::mem::swap(&mut state, &mut next);
-        }
-        if eos {
-            total += self.score(&state, self.eos, &mut next);
-        }
-        total
+        self.score_sentence(words.iter().copied(), bos, eos).0
     }
 
     /// log10 P of a sentence of whitespace-separated words, as `kenlm.Model.score` splits it
     /// (on ASCII space, tab, newline, CR, VT, FF); returns it and the number of words.
     pub fn score_words(&self, sentence: &str, bos: bool, eos: bool) -> (f32, usize) {
+        self.score_sentence(split_words(sentence).map(|w| self.word_id(w)), bos, eos)
+    }
+
+    /// The sentence's log10 P and its number of words (`</s>` not counted).
+    fn score_sentence(
+        &self,
+        words: impl Iterator<Item = u32>,
+        bos: bool,
+        eos: bool,
+    ) -> (f32, usize) {
         let mut state = if bos {
             self.begin_sentence()
         } else {
@@ -227,8 +223,8 @@ impl NgramModel {
         let mut next = State::EMPTY;
         let mut total = 0.0f32;
         let mut n = 0;
-        for word in split_words(sentence) {
-            total += self.score(&state, self.word_id(word), &mut next);
+        for w in words {
+            total += self.score(&state, w, &mut next);
             std::mem::swap(&mut state, &mut next);
             n += 1;
         }
