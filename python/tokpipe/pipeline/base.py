@@ -22,17 +22,20 @@ corpus) says so with ``scope = "global"`` and is run by the executor in its own 
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
+__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "scratch_space", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
            "stage_class", "split_rejected", "REASON", "STAGE"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
@@ -206,6 +209,31 @@ class Decision:
     columns: dict[str, pa.Array] = field(default_factory=dict)
 
 
+def _no_progress(phase: str, done: int, total: int) -> None:
+    pass
+
+
+@dataclass
+class DecideContext:
+    """What the executor lends a global stage's ``decide``: ``scratch``, a private directory
+    on the run's disk (emptied afterwards) for what outgrows memory, and ``progress(phase,
+    done, total)`` to report each phase of a long decision."""
+
+    scratch: Path | None = None
+    progress: Callable[[str, int, int], None] = _no_progress
+
+
+@contextmanager
+def scratch_space(context: DecideContext | None) -> Iterator[Path]:
+    """The context's scratch directory, or a temporary one (for ``decide`` called by hand)."""
+    if context is not None and context.scratch is not None:
+        context.scratch.mkdir(parents=True, exist_ok=True)
+        yield context.scratch
+        return
+    with tempfile.TemporaryDirectory(prefix="tokpipe-") as tmp:
+        yield Path(tmp)
+
+
 class GlobalStage(Stage):
     """A stage that must see the whole corpus before it can drop anything (deduplication).
 
@@ -213,6 +241,9 @@ class GlobalStage(Stage):
     of every batch; then ``decide`` once, over the keys of every task in task order, giving
     for each document the position (in that same global order) of the document kept in its
     place: its own position keeps it, any other drops it as a ``duplicate`` of that one.
+
+    ``keys`` may be read lazily, task by task: iterate it once. ``context`` gives scratch
+    space and a progress callback (see ``DecideContext``).
 
     ``decide`` may also return a ``Decision`` per task, whose columns come back to ``revise``
     with each batch of the task's documents before the duplicates are dropped (by default
@@ -233,7 +264,7 @@ class GlobalStage(Stage):
         """The type of the arrays ``keys`` returns (to read back a task with no documents)."""
         return pa.binary(16)
 
-    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray] | list[Decision]:
+    def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[np.ndarray] | list[Decision]:
         raise NotImplementedError(f"{type(self).__name__} must implement decide()")
 
     def revise(self, batch: pa.RecordBatch, columns: dict[str, pa.Array]) -> tuple[pa.RecordBatch, np.ndarray | None]:

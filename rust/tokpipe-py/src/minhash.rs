@@ -8,10 +8,10 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokpipe_core::minhash::banding::{cluster, ClusterConfig, Doc, Keep};
+use std::path::PathBuf;
+use tokpipe_core::minhash::banding::{ClusterConfig, Keep, LshIndex};
 use tokpipe_core::minhash::{
-    dedup_keys, key_bytes, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig,
-    ShingleKind,
+    dedup_keys, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig, ShingleKind,
 };
 use tokpipe_core::text::paragraphs;
 use tokpipe_core::Error;
@@ -147,61 +147,84 @@ pub fn minhash_optimal_params(
 
 /// Clusters the documents whose keys (`minhash_dedup_keys` output) are the concatenation of
 /// `chunks`, in order: (keeper position per document as u32 bytes, candidates, rejected).
-#[pyfunction]
-#[pyo3(signature = (chunks, num_perm, bands, rows, verify, keep))]
-pub fn minhash_cluster<'py>(
-    py: Python<'py>,
-    chunks: Vec<Bound<'py, PyAny>>,
-    num_perm: usize,
-    bands: usize,
-    rows: usize,
-    verify: Option<f64>,
-    keep: &str,
-) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
-    let keep = Keep::parse(keep).ok_or_else(|| {
-        Error::InvalidArgument(format!("keep must be 'first' or 'longest', got {keep:?}"))
-    });
-    let config = ClusterConfig {
-        bands,
-        rows,
-        verify,
-        keep: keep.py()?,
-    };
-    let buffers = chunks
-        .iter()
-        .map(PyUntypedBuffer::get)
-        .collect::<PyResult<Vec<_>>>()?;
-    let width = key_bytes(num_perm);
-    let mut docs: Vec<Doc<'_>> = Vec::new();
-    for buffer in &buffers {
-        let bytes = bytes_of(buffer)?;
-        if bytes.len() % width != 0 {
-            return Err(PyValueError::new_err(format!(
-                "minhash keys of {width} bytes expected, got a buffer of {} bytes",
-                bytes.len()
-            )));
-        }
-        for key in bytes.chunks_exact(width) {
-            // SAFETY: u32 has no invalid bit patterns; alignment is checked just below.
-            let (head, signature, tail) = unsafe { key[8..].align_to::<u32>() };
-            if !head.is_empty() || !tail.is_empty() || !cfg!(target_endian = "little") {
-                return Err(PyValueError::new_err(
-                    "minhash keys must be 4-byte aligned (an Arrow or numpy buffer is)",
-                ));
-            }
-            let length = u64::from_le_bytes(key[..8].try_into().expect("8 bytes"));
-            docs.push(Doc { signature, length });
-        }
-    }
-    let out = py.detach(|| cluster(&docs, &config)).py()?;
-    Ok((
-        PyBytes::new(py, &u32_bytes(&out.keeper)),
-        out.candidates,
-        out.rejected,
-    ))
+/// Near-duplicate clusters over the keys of task after task, in bounded memory
+/// (`tokpipe_core::minhash::banding::LshIndex`). Python drives it band by band so that it
+/// can show progress; each call releases the GIL.
+#[pyclass(module = "tokpipe._core", name = "LshIndex")]
+pub struct PyLshIndex {
+    index: Option<LshIndex>,
 }
 
-/// Line keys of every row: (data, int64 offsets as bytes).
+impl PyLshIndex {
+    fn index(&mut self) -> PyResult<&mut LshIndex> {
+        self.index
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("this LshIndex has already finished"))
+    }
+}
+
+#[pymethods]
+impl PyLshIndex {
+    #[new]
+    #[pyo3(signature = (scratch, num_perm, bands, rows, verify, keep, memory_budget))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        scratch: PathBuf,
+        num_perm: usize,
+        bands: usize,
+        rows: usize,
+        verify: Option<f64>,
+        keep: &str,
+        memory_budget: usize,
+    ) -> PyResult<Self> {
+        let keep = Keep::parse(keep).ok_or_else(|| {
+            Error::InvalidArgument(format!("keep must be 'first' or 'longest', got {keep:?}"))
+        });
+        let config = ClusterConfig {
+            bands,
+            rows,
+            verify,
+            keep: keep.py()?,
+        };
+        let index = LshIndex::new(&scratch, num_perm, config, memory_budget).py()?;
+        Ok(PyLshIndex { index: Some(index) })
+    }
+
+    /// Adds the next documents' dedup keys (a buffer of `8 + 4 * num_perm` bytes each).
+    fn add(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
+        let buffer = PyUntypedBuffer::get(keys)?;
+        let index = self.index()?;
+        let bytes = bytes_of(&buffer)?;
+        py.detach(|| index.add(bytes)).py()
+    }
+
+    /// Joins the next band's buckets; returns the number of bands left.
+    fn join_band(&mut self, py: Python<'_>) -> PyResult<usize> {
+        let index = self.index()?;
+        py.detach(|| index.join_band()).py()
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.as_ref().map_or(0, LshIndex::len)
+    }
+
+    /// Ends the index (its scratch files are removed): `(keepers, candidates, rejected,
+    /// spilled_runs)`, the keepers as little-endian u32s, one per document.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, u64, u64, u64)> {
+        let index = self
+            .index
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this LshIndex has already finished"))?;
+        let out = py.detach(|| index.finish()).py()?;
+        Ok((
+            PyBytes::new(py, &u32_bytes(&out.keeper)),
+            out.candidates,
+            out.rejected,
+            out.spilled_runs,
+        ))
+    }
+}
+
 #[pyfunction]
 pub fn paragraph_keys<'py>(
     py: Python<'py>,
@@ -297,7 +320,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minhash_dedup_keys, m)?)?;
     m.add_function(wrap_pyfunction!(minhash_permutations, m)?)?;
     m.add_function(wrap_pyfunction!(minhash_optimal_params, m)?)?;
-    m.add_function(wrap_pyfunction!(minhash_cluster, m)?)?;
+    m.add_class::<PyLshIndex>()?;
     m.add_function(wrap_pyfunction!(paragraph_keys, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_decide, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_drop_lines, m)?)?;

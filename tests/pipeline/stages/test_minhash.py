@@ -15,8 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpipe.pipeline as pipeline
+from tokpipe import _core
 from tests.conftest import CORPORA
 from tokpipe.errors import InvalidArgumentError
+from tokpipe.pipeline.base import DecideContext
 from tokpipe.pipeline.stages import MinhashDedup
 
 
@@ -151,3 +153,41 @@ def test_same_clusters_for_1_and_2_workers(planted: tuple[list[str], list[int]],
         assert row["duplicate_of"] == row["dup_cluster"] == expected_keeper[row["id"]]
     for row in kept:
         assert row["dup_cluster"] == expected_keeper.get(row["id"])
+
+
+def test_spilled_band_keys_give_the_same_clusters(planted: tuple[list[str], list[int]], tmp_path: Path) -> None:
+    """A budget of a few hundred bytes spills every task's band keys to sorted runs; the
+    clusters are those of the in-memory join, and the scratch files are gone afterwards."""
+    texts, origin = planted
+    stage = MinhashDedup(threshold=0.5)
+    bands, rows = stage.lsh_params()
+    keys = [stage.keys(batch(texts[i:i + 7])) for i in range(0, len(texts), 7)]
+    results = []
+    for budget in (1 << 30, 512):
+        scratch = tmp_path / f"scratch{budget}"
+        scratch.mkdir()
+        index = _core.LshIndex(scratch, stage.num_perm, bands, rows, 0.5, "first", budget)
+        for k in keys:
+            index.add(np.frombuffer(k.buffers()[1], dtype=np.uint8))
+        assert len(index) == len(texts)
+        left = [index.join_band() for _ in range(bands)]
+        assert left == list(range(bands - 1, -1, -1))
+        raw, candidates, rejected, spilled = index.finish()
+        assert list(scratch.iterdir()) == []
+        results.append((np.frombuffer(raw, dtype="<u4").tolist(), candidates, rejected, spilled > 0))
+    assert results[0][0] == origin
+    assert results[0][:3] == results[1][:3]
+    assert (results[0][3], results[1][3]) == (False, True)
+
+
+def test_decide_reports_each_phase(planted: tuple[list[str], list[int]], tmp_path: Path) -> None:
+    texts, origin = planted
+    stage = MinhashDedup(threshold=0.5)
+    bands, _ = stage.lsh_params()
+    calls: list[tuple[str, int, int]] = []
+    keys = [stage.keys(batch(texts[:40])), stage.keys(batch(texts[40:]))]
+    decided = stage.decide(keys, DecideContext(tmp_path / "scratch", lambda *update: calls.append(update)))
+    assert np.concatenate(decided).tolist() == origin
+    assert [c for c in calls if c[0] == "signatures"] == [("signatures", i, 2) for i in range(3)]
+    assert [c for c in calls if c[0] == "bands"] == [("bands", i, bands) for i in range(bands + 1)]
+    assert list((tmp_path / "scratch").iterdir()) == []

@@ -31,14 +31,14 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe.errors import CorpusError, PipelineError
-from tokpipe.pipeline.base import Decision, GlobalStage, Stage, StageStats, split_rejected
+from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
@@ -415,9 +415,17 @@ class LocalExecutor:
         assert isinstance(stage, GlobalStage)
         files = [[self.state / f"seg{k}" / "kept" / name for name in _summary(self.state, k, t.index)["kept_files"]]
                  for t in tasks]
-        keys = [_read_column(f, _KEY, stage.key_type()) for f in files]
-        decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in stage.decide(keys)]
-        del keys
+        keys = _LazyColumns(files, _KEY, stage.key_type())
+        scratch = self.state / f"global{k}" / "scratch"
+        shutil.rmtree(scratch, ignore_errors=True)
+
+        def progress(phase: str, done: int, total: int) -> None:
+            self.progress(ProgressUpdate(f"{spec.type}: {phase}", done, total, "units"))
+
+        decided = stage.decide(keys, DecideContext(scratch, progress))
+        shutil.rmtree(scratch, ignore_errors=True)
+        decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in decided]
+        del keys, decided
         keepers = [d.keeper for d in decisions]
         bounds = np.cumsum([0, *[len(x) for x in keepers]])
         own = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(files))]
@@ -582,6 +590,28 @@ def _task_bytes(task: Task) -> int:
     except OSError:
         return 0
     return max(0, end - task.start)
+
+
+class _LazyColumns(Sequence[pa.Array]):
+    """One column of every task's staging shards, each task's read only when asked for, so
+    a global stage can stream the keys instead of holding all of them."""
+
+    def __init__(self, files: list[list[Path]], column: str, kind: pa.DataType) -> None:
+        self.files, self.column, self.kind = files, column, kind
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @overload
+    def __getitem__(self, i: int) -> pa.Array: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[pa.Array]: ...
+
+    def __getitem__(self, i: int | slice) -> pa.Array | list[pa.Array]:
+        if isinstance(i, slice):
+            return [_read_column(f, self.column, self.kind) for f in self.files[i]]
+        return _read_column(self.files[i], self.column, self.kind)
 
 
 def _read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:

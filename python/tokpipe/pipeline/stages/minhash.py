@@ -16,9 +16,12 @@ document gets a ``dup_cluster`` column (the id of the document kept for its clus
 it has no near-duplicate); a dropped one goes to ``rejected/`` with reason ``duplicate`` and the
 kept document's id in ``duplicate_of``.
 
-Memory: ``decide`` holds every signature (``8 + 4 * num_perm`` bytes a document, 520 bytes at
-the default 128) and one band's sorted keys (16 bytes a document); nothing per document in
-Python. See ``tokpipe_core::minhash::banding`` for what spilling to disk would take.
+Memory: ``decide`` reads the keys task by task into a ``tokpipe_core::minhash::banding::LshIndex``,
+which writes the signatures to a scratch file (read back through a memory map, so the page
+cache holds them, not the process) and buffers band keys up to ``memory_mb``, spilling sorted
+runs to disk past it and merging them band by band. What grows with the corpus in memory is
+the union-find and the keepers: about 20 bytes a document, 200 MB for 10M documents. Progress
+is reported per phase: signatures read, bands joined.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pyarrow as pa
 
 from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import GlobalStage, register
+from tokpipe.pipeline.base import DecideContext, GlobalStage, register, scratch_space
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import minhash_dedup_keys
 
@@ -53,7 +56,9 @@ class MinhashDedup(GlobalStage):
     ``scheme``: datasketch's permutations, ``affine32`` (datasketch >= 2.0) or ``legacy``
     (datasketch < 2.0). ``hashfunc``: ``sha1`` (datasketch's default) or ``xxh3`` (faster;
     datasketch with ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``).
-    ``bands`` and ``rows`` override the optimiser together."""
+    ``bands`` and ``rows`` override the optimiser together. ``memory_mb``: memory for band
+    keys; past it they are sorted and spilled to the run's scratch space (the result is the
+    same)."""
 
     name = "minhash_dedup"
     cluster_column = "dup_cluster"
@@ -62,7 +67,7 @@ class MinhashDedup(GlobalStage):
                  shingle: str = "auto", ngram: int = 5, char_ngram: int = 5, lowercase: bool = True,
                  bands: int | None = None, rows: int | None = None, verify: bool = True, keep: str = "first",
                  false_positive_weight: float = 0.5, false_negative_weight: float = 0.5,
-                 hashfunc: str = "sha1") -> None:
+                 hashfunc: str = "sha1", memory_mb: int = 512) -> None:
         where = "minhash_dedup"
         if not 0.0 < threshold <= 1.0:
             raise InvalidArgumentError(f"{where}: threshold must be in (0, 1], got {threshold}")
@@ -78,6 +83,8 @@ class MinhashDedup(GlobalStage):
             raise InvalidArgumentError(f"{where}: n-gram sizes must be positive")
         if hashfunc not in ("sha1", "xxh3"):
             raise InvalidArgumentError(f"{where}: hashfunc must be sha1 or xxh3, got {hashfunc!r}")
+        if memory_mb < 1:
+            raise InvalidArgumentError(f"{where}: memory_mb must be at least 1, got {memory_mb}")
         if keep not in ("first", "longest"):
             raise InvalidArgumentError(f"{where}: keep must be first or longest, got {keep!r}")
         if (bands is None) != (rows is None):
@@ -99,6 +106,7 @@ class MinhashDedup(GlobalStage):
         self.false_positive_weight = false_positive_weight
         self.false_negative_weight = false_negative_weight
         self.hashfunc = hashfunc
+        self.memory_mb = memory_mb
 
     def lsh_params(self) -> tuple[int, int]:
         """The (bands, rows) used: as given, or datasketch's optimum for the threshold."""
@@ -113,25 +121,36 @@ class MinhashDedup(GlobalStage):
         return minhash_dedup_keys(batch.column(TEXT), self.num_perm, self.seed, self.scheme, self.shingle,
                                   self.ngram, self.char_ngram, self.lowercase, self.hashfunc)
 
-    def decide(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+    def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[np.ndarray]:
         bands, rows = self.lsh_params()
-        width = 8 + 4 * self.num_perm
-        chunks = []
-        for k in keys:
-            if len(k) == 0:
-                continue
-            if k.null_count:
-                raise ValueError("minhash_dedup: a document has no signature")
-            data = np.frombuffer(k.buffers()[1], dtype=np.uint8)
-            chunks.append(data[k.offset * width:(k.offset + len(k)) * width])
-        raw, candidates, rejected = _core.minhash_cluster(chunks, self.num_perm, bands, rows,
-                                                          self.threshold if self.verify else None, self.keep)
+        progress = (context or DecideContext()).progress
+        sizes = []
+        with scratch_space(context) as scratch:
+            index = _core.LshIndex(scratch, self.num_perm, bands, rows, self.threshold if self.verify else None,
+                                   self.keep, self.memory_mb << 20)
+            tasks = len(keys)
+            progress("signatures", 0, tasks)
+            for done, k in enumerate(keys, 1):
+                if k.null_count:
+                    raise ValueError("minhash_dedup: a document has no signature")
+                if len(k):
+                    width = 8 + 4 * self.num_perm
+                    data = np.frombuffer(k.buffers()[1], dtype=np.uint8)
+                    index.add(data[k.offset * width:(k.offset + len(k)) * width])
+                sizes.append(len(k))
+                progress("signatures", done, tasks)
+            for band in range(bands):
+                progress("bands", band, bands)
+                index.join_band()
+            progress("bands", bands, bands)
+            raw, candidates, rejected, spilled = index.finish()
         keeper = np.frombuffer(raw, dtype="<u4").astype(np.int64)
         stats = self.stats.extra
         stats["bands"], stats["rows"] = bands, rows
         stats["candidates"] += candidates
         stats["candidates_rejected"] += rejected
+        stats["spilled_runs"] += spilled
         positions, counts = np.unique(keeper, return_counts=True)
         stats["clusters"] += int((counts > 1).sum())
-        bounds = np.cumsum([0, *[len(k) for k in keys]])
-        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(keys))]
+        bounds = np.cumsum([0, *sizes])
+        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokpipe import _core
-from tokpipe.pipeline.base import Decision, GlobalStage, register
+from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, register
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import paragraph_drop_lines, paragraph_keys
 
@@ -50,7 +50,7 @@ class ParagraphDedup(GlobalStage):
     def keys(self, batch: pa.RecordBatch) -> pa.Array:
         return paragraph_keys(batch.column(TEXT))
 
-    def decide(self, keys: Sequence[pa.Array]) -> list[Decision]:
+    def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[Decision]:
         datas, counts = [], []
         for k in keys:
             if not pa.types.is_large_binary(k.type):

@@ -1,13 +1,25 @@
 //! LSH banding and clustering: which documents are near-duplicates, and which one of each
-//! cluster is kept.
+//! cluster is kept, for corpora larger than memory.
 //!
 //! Each signature is cut into `bands` bands of `rows` values (datasketch's layout: band `j`
 //! is values `j*rows .. (j+1)*rows`; values past `bands * rows` are unused). Two documents
-//! are candidates when some band is equal in both. Band by band, every document's band is
-//! hashed to 64 bits, the (hash, position) pairs are sorted, and each run of equal hashes
-//! joins its members in a union-find. So memory is the signatures plus one band's pairs
-//! (16 bytes a document), whatever the number of bands; no hash map of buckets, no Python
-//! objects.
+//! are candidates when some band is equal in both. Every document's band is hashed to 64
+//! bits, the (hash, position) pairs of a band are sorted, and each run of equal hashes joins
+//! its members in a union-find: no hash map of buckets, no Python objects.
+//!
+//! [`LshIndex`] does it in bounded memory:
+//! - [`LshIndex::add`] takes the dedup keys of one task after another. The keys are appended
+//!   to a file in the scratch directory, and each document's band pairs are buffered. When
+//!   the buffers reach the memory budget, each band's pairs are sorted and written out as a
+//!   sorted run (12 bytes a pair): an external sort.
+//! - [`LshIndex::join_band`] walks one band's pairs in sorted order, from memory when nothing
+//!   was spilled, else by a k-way merge of its runs, and joins the buckets.
+//! - The signatures, needed to verify candidates and for `keep="longest"`, are read back
+//!   from their file through a memory map: the page cache holds them, not the heap, so they
+//!   are evicted under pressure instead of growing the process.
+//!
+//! What stays in memory is the union-find and the keepers (8 bytes a document) and the
+//! budget: 10M documents with the default 512 MB budget need about 600 MB.
 //!
 //! With `verify`, a candidate joins a cluster only if its signature agrees with a member's
 //! on at least that fraction of values (the MinHash estimate of their Jaccard similarity):
@@ -16,20 +28,31 @@
 //! at most [`MAX_REPRESENTATIVES`]), not with every member, so a bucket of a thousand exact
 //! copies costs a thousand comparisons, not half a million.
 //!
-//! Everything is in document order and the union-find roots at the smallest position, so the
-//! clusters are a function of the signatures alone: the same for any number of workers.
-//!
-//! Spilling (not done here): the pairs of one band could be sorted in chunks written to disk
-//! and merged back (a k-way merge of sorted runs), and the signatures streamed from the
-//! staging files instead of held; then memory would be bounded by the union-find (4 bytes a
-//! document) and the verification's random reads.
+//! Everything is in document order (pairs sort by hash, then position, whether merged from
+//! runs or sorted in memory) and the union-find roots at the smallest position, so the
+//! clusters are a function of the signatures alone: the same for any number of workers and
+//! any memory budget.
 
+use super::key_bytes;
 use super::union_find::UnionFind;
 use crate::error::{Error, Result};
+use memmap2::Mmap;
 use rayon::prelude::*;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 /// Representatives compared per bucket when verifying (see the module docs).
 pub const MAX_REPRESENTATIVES: usize = 16;
+
+/// Bytes a buffered pair takes in memory (`(u64, u32)` is padded to 16).
+const PAIR_BYTES_IN_MEMORY: usize = std::mem::size_of::<(u64, u32)>();
+/// Bytes a pair takes in a run file: the hash then the position, little-endian.
+const PAIR_BYTES_ON_DISK: usize = 12;
+/// Read buffer of each run during the merge.
+const RUN_BUFFER: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keep {
@@ -58,13 +81,6 @@ pub struct ClusterConfig {
     pub keep: Keep,
 }
 
-/// One document: its signature and its length (for [`Keep::Longest`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Doc<'a> {
-    pub signature: &'a [u32],
-    pub length: u64,
-}
-
 #[derive(Debug, Default)]
 pub struct Clusters {
     /// For each document, the position of the document kept in its place (its own if kept).
@@ -73,6 +89,8 @@ pub struct Clusters {
     pub candidates: u64,
     /// Candidates rejected by verification.
     pub rejected: u64,
+    /// Sorted runs written to disk (0 when every band fitted the memory budget).
+    pub spilled_runs: u64,
 }
 
 #[inline]
@@ -84,39 +102,67 @@ fn fmix64(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// A band's values as one 64-bit key (a chain of a bijective mixer).
+/// A band's values as one 64-bit key (a chain of a bijective mixer), from their
+/// little-endian bytes.
 #[inline]
-pub fn band_hash(values: &[u32]) -> u64 {
-    let mut h = 0x9E37_79B9_7F4A_7C15u64 ^ values.len() as u64;
-    for pair in values.chunks(2) {
-        let v = pair[0] as u64 | (pair.get(1).copied().unwrap_or(0) as u64) << 32;
-        h = fmix64(h ^ v);
+pub fn band_hash(values: &[u8]) -> u64 {
+    let mut h = 0x9E37_79B9_7F4A_7C15u64 ^ (values.len() / 4) as u64;
+    for pair in values.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..pair.len()].copy_from_slice(pair);
+        h = fmix64(h ^ u64::from_le_bytes(word));
     }
     h
 }
 
-/// Fraction of equal values: the MinHash estimate of two sets' Jaccard similarity.
+/// Fraction of equal values of two signatures (as little-endian bytes): the MinHash
+/// estimate of their sets' Jaccard similarity.
 #[inline]
-pub fn agreement(a: &[u32], b: &[u32]) -> f64 {
-    let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
-    same as f64 / a.len() as f64
+pub fn agreement(a: &[u8], b: &[u8]) -> f64 {
+    let same = a
+        .chunks_exact(4)
+        .zip(b.chunks_exact(4))
+        .filter(|(x, y)| x == y)
+        .count();
+    same as f64 / (a.len() / 4) as f64
 }
 
-/// Clusters `docs` (in their global order); see the module docs.
-pub fn cluster(docs: &[Doc<'_>], config: &ClusterConfig) -> Result<Clusters> {
-    let n = docs.len();
-    if n > u32::MAX as usize {
-        return Err(Error::InvalidArgument(
-            "minhash clustering takes at most 2^32 - 1 documents".into(),
-        ));
-    }
-    if config.bands == 0 || config.rows == 0 {
-        return Err(Error::InvalidArgument(
-            "bands and rows must be positive".into(),
-        ));
-    }
-    if let Some(first) = docs.first() {
-        let num_perm = first.signature.len();
+/// Band pairs of every band, and where the ones already written to disk are.
+struct BandPairs {
+    pending: Vec<Vec<(u64, u32)>>,
+    runs: Vec<Vec<PathBuf>>,
+}
+
+/// Finds near-duplicate clusters over keys added task after task; see the module docs.
+pub struct LshIndex {
+    config: ClusterConfig,
+    width: usize,
+    dir: PathBuf,
+    keys_path: PathBuf,
+    writer: Option<BufWriter<File>>,
+    keys: Option<Mmap>,
+    n: usize,
+    pairs: BandPairs,
+    budget_pairs: usize,
+    next_band: usize,
+    uf: UnionFind,
+    out: Clusters,
+}
+
+impl LshIndex {
+    /// An empty index whose files go in `dir` (which must exist and be private to it), for
+    /// keys of `num_perm` values, holding at most about `memory_budget` bytes of band pairs.
+    pub fn new(
+        dir: &Path,
+        num_perm: usize,
+        config: ClusterConfig,
+        memory_budget: usize,
+    ) -> Result<Self> {
+        if config.bands == 0 || config.rows == 0 {
+            return Err(Error::InvalidArgument(
+                "bands and rows must be positive".into(),
+            ));
+        }
         if config.bands * config.rows > num_perm {
             return Err(Error::InvalidArgument(format!(
                 "{} bands of {} rows need {} values, signatures have {num_perm}",
@@ -125,106 +171,337 @@ pub fn cluster(docs: &[Doc<'_>], config: &ClusterConfig) -> Result<Clusters> {
                 config.bands * config.rows
             )));
         }
-        if docs.iter().any(|d| d.signature.len() != num_perm) {
+        let keys_path = dir.join("signatures.bin");
+        let file = File::create(&keys_path).map_err(|e| Error::io(&keys_path, e))?;
+        Ok(LshIndex {
+            config,
+            width: key_bytes(num_perm),
+            dir: dir.to_path_buf(),
+            keys_path,
+            writer: Some(BufWriter::with_capacity(RUN_BUFFER, file)),
+            keys: None,
+            n: 0,
+            pairs: BandPairs {
+                pending: vec![Vec::new(); config.bands],
+                runs: vec![Vec::new(); config.bands],
+            },
+            budget_pairs: (memory_budget / PAIR_BYTES_IN_MEMORY).max(config.bands),
+            next_band: 0,
+            uf: UnionFind::new(0),
+            out: Clusters::default(),
+        })
+    }
+
+    /// Documents added so far.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Adds the dedup keys ([`key_bytes`] each: length, then signature) of the next
+    /// documents, in corpus order.
+    pub fn add(&mut self, keys: &[u8]) -> Result<()> {
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("keys added after clustering began".into()))?;
+        if keys.len() % self.width != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "minhash keys of {} bytes expected, got {} bytes",
+                self.width,
+                keys.len()
+            )));
+        }
+        let count = keys.len() / self.width;
+        if self.n + count > u32::MAX as usize {
             return Err(Error::InvalidArgument(
-                "signatures have different lengths".into(),
+                "minhash clustering takes at most 2^32 - 1 documents".into(),
             ));
         }
+        writer
+            .write_all(keys)
+            .map_err(|e| Error::io(&self.keys_path, e))?;
+        let (width, rows, first) = (self.width, self.config.rows, self.n as u32);
+        // An empty document's signature (all u32::MAX) would share every band with every
+        // other: it takes no part in banding.
+        let live = |key: &[u8]| key[8..].iter().any(|&b| b != 0xFF);
+        let pending = &mut self.pairs.pending;
+        pending.par_iter_mut().enumerate().for_each(|(band, out)| {
+            let span = 8 + band * rows * 4..8 + (band + 1) * rows * 4;
+            out.extend(
+                keys.chunks_exact(width)
+                    .enumerate()
+                    .filter(|(_, key)| live(key))
+                    .map(|(i, key)| (band_hash(&key[span.clone()]), first + i as u32)),
+            );
+        });
+        self.n += count;
+        if pending.iter().map(Vec::len).sum::<usize>() >= self.budget_pairs {
+            self.spill()?;
+        }
+        Ok(())
     }
-    // An empty document's signature (all u32::MAX) would share every band with every other.
-    let live: Vec<u32> = (0..n as u32)
-        .into_par_iter()
-        .filter(|&i| docs[i as usize].signature.iter().any(|&v| v != u32::MAX))
-        .collect();
-    let mut uf = UnionFind::new(n);
-    let mut out = Clusters::default();
-    let mut pairs: Vec<(u64, u32)> = Vec::with_capacity(live.len());
-    let mut representatives: Vec<u32> = Vec::with_capacity(MAX_REPRESENTATIVES);
-    for band in 0..config.bands {
-        let span = band * config.rows..(band + 1) * config.rows;
-        pairs.clear();
-        pairs.par_extend(
-            live.par_iter()
-                .map(|&i| (band_hash(&docs[i as usize].signature[span.clone()]), i)),
-        );
-        pairs.par_sort_unstable();
-        let mut start = 0;
-        while start < pairs.len() {
-            let mut end = start + 1;
-            while end < pairs.len() && pairs[end].0 == pairs[start].0 {
-                end += 1;
+
+    /// Sorts every band's buffered pairs and writes each out as a run.
+    fn spill(&mut self) -> Result<()> {
+        for (band, pending) in self.pairs.pending.iter_mut().enumerate() {
+            if pending.is_empty() {
+                continue;
             }
-            if end - start > 1 {
-                let bucket = &pairs[start..end];
-                out.candidates += (bucket.len() - 1) as u64;
-                match config.verify {
-                    None => {
-                        for &(_, i) in &bucket[1..] {
-                            uf.union(bucket[0].1, i);
-                        }
-                    }
-                    Some(threshold) => {
-                        representatives.clear();
-                        for &(_, i) in bucket {
-                            let root = uf.find(i);
-                            let mut placed = false;
-                            for &rep in &representatives {
-                                if uf.find(rep) == root
-                                    || agreement(
-                                        docs[rep as usize].signature,
-                                        docs[i as usize].signature,
-                                    ) >= threshold
-                                {
-                                    uf.union(rep, i);
-                                    placed = true;
-                                    break;
-                                }
-                            }
-                            if !placed {
-                                if !representatives.is_empty() {
-                                    out.rejected += 1;
-                                }
-                                if representatives.len() < MAX_REPRESENTATIVES {
-                                    representatives.push(i);
-                                }
-                            }
-                        }
-                    }
+            pending.par_sort_unstable();
+            let runs = &mut self.pairs.runs[band];
+            let path = self
+                .dir
+                .join(format!("band{band:03}-run{:05}.bin", runs.len()));
+            let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            let mut w = BufWriter::with_capacity(RUN_BUFFER, file);
+            for &(hash, pos) in pending.iter() {
+                w.write_all(&hash.to_le_bytes())
+                    .and_then(|_| w.write_all(&pos.to_le_bytes()))
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+            w.flush().map_err(|e| Error::io(&path, e))?;
+            runs.push(path);
+            self.out.spilled_runs += 1;
+            // Give the memory back: the budget is for the buffers, not their high-water mark.
+            *pending = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Ends adding: the keys file is closed and mapped, and the pairs still buffered are
+    /// spilled too if any band already has runs (so a band is all in memory or all on disk).
+    fn seal(&mut self) -> Result<()> {
+        let Some(mut writer) = self.writer.take() else {
+            return Ok(());
+        };
+        writer.flush().map_err(|e| Error::io(&self.keys_path, e))?;
+        drop(writer);
+        if self.pairs.runs.iter().any(|r| !r.is_empty()) {
+            self.spill()?;
+        }
+        if self.n > 0 {
+            let file = File::open(&self.keys_path).map_err(|e| Error::io(&self.keys_path, e))?;
+            // SAFETY: the file is this index's own, in its private scratch directory, and
+            // nothing writes it once sealed; a mapping of it cannot change under us.
+            let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&self.keys_path, e))?;
+            self.keys = Some(map);
+        }
+        self.uf = UnionFind::new(self.n);
+        Ok(())
+    }
+
+    /// Joins the buckets of the next band (bands go in order, 0 first); returns how many
+    /// bands are left.
+    pub fn join_band(&mut self) -> Result<usize> {
+        self.seal()?;
+        let band = self.next_band;
+        if band >= self.config.bands {
+            return Ok(0);
+        }
+        self.next_band += 1;
+        let runs = std::mem::take(&mut self.pairs.runs[band]);
+        let pending = std::mem::take(&mut self.pairs.pending[band]);
+        if runs.is_empty() {
+            let mut pending = pending;
+            pending.par_sort_unstable();
+            self.join_sorted(pending.into_iter().map(Ok))?;
+        } else {
+            let merge = Merge::open(&runs)?;
+            self.join_sorted(merge)?;
+            for path in &runs {
+                std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+            }
+        }
+        Ok(self.config.bands - self.next_band)
+    }
+
+    /// Walks (hash, position) pairs in sorted order, joining each bucket of equal hashes.
+    fn join_sorted(&mut self, pairs: impl Iterator<Item = Result<(u64, u32)>>) -> Result<()> {
+        let mut bucket: Vec<u32> = Vec::new();
+        let mut current = None;
+        for pair in pairs {
+            let (hash, pos) = pair?;
+            if current != Some(hash) {
+                self.join_bucket(&bucket);
+                bucket.clear();
+                current = Some(hash);
+            }
+            bucket.push(pos);
+        }
+        self.join_bucket(&bucket);
+        Ok(())
+    }
+
+    fn signature(&self, pos: u32) -> &[u8] {
+        let keys = self.keys.as_ref().expect("sealed with documents");
+        let start = pos as usize * self.width;
+        &keys[start + 8..start + self.width]
+    }
+
+    fn join_bucket(&mut self, bucket: &[u32]) {
+        if bucket.len() < 2 {
+            return;
+        }
+        self.out.candidates += (bucket.len() - 1) as u64;
+        let Some(threshold) = self.config.verify else {
+            for &i in &bucket[1..] {
+                self.uf.union(bucket[0], i);
+            }
+            return;
+        };
+        let mut representatives: Vec<u32> = Vec::with_capacity(MAX_REPRESENTATIVES);
+        for &i in bucket {
+            let root = self.uf.find(i);
+            let mut placed = false;
+            for &rep in &representatives {
+                if self.uf.find(rep) == root
+                    || agreement(self.signature(rep), self.signature(i)) >= threshold
+                {
+                    self.uf.union(rep, i);
+                    placed = true;
+                    break;
                 }
             }
-            start = end;
-        }
-    }
-    drop(pairs);
-    let roots: Vec<u32> = (0..n as u32).map(|i| uf.find(i)).collect();
-    out.keeper = match config.keep {
-        Keep::First => roots,
-        Keep::Longest => {
-            let mut best: Vec<u32> = (0..n as u32).collect();
-            for (i, &root) in roots.iter().enumerate() {
-                let b = best[root as usize] as usize;
-                if docs[i].length > docs[b].length {
-                    best[root as usize] = i as u32;
+            if !placed {
+                if !representatives.is_empty() {
+                    self.out.rejected += 1;
+                }
+                if representatives.len() < MAX_REPRESENTATIVES {
+                    representatives.push(i);
                 }
             }
-            roots.iter().map(|&r| best[r as usize]).collect()
         }
-    };
-    Ok(out)
+    }
+
+    /// Joins the bands not joined yet and gives, for each document, the one kept for it.
+    pub fn finish(mut self) -> Result<Clusters> {
+        while self.join_band()? > 0 {}
+        let n = self.n as u32;
+        let roots: Vec<u32> = (0..n).map(|i| self.uf.find(i)).collect();
+        let keeper = match self.config.keep {
+            Keep::First => roots,
+            Keep::Longest => {
+                let length = |i: u32| {
+                    let start = i as usize * self.width;
+                    let keys = self.keys.as_ref().expect("sealed with documents");
+                    u64::from_le_bytes(keys[start..start + 8].try_into().expect("8 bytes"))
+                };
+                let mut best: Vec<u32> = (0..n).collect();
+                for (i, &root) in roots.iter().enumerate() {
+                    if length(i as u32) > length(best[root as usize]) {
+                        best[root as usize] = i as u32;
+                    }
+                }
+                roots.iter().map(|&r| best[r as usize]).collect()
+            }
+        };
+        let mut out = std::mem::take(&mut self.out);
+        out.keeper = keeper;
+        Ok(out)
+    }
+}
+
+impl Drop for LshIndex {
+    fn drop(&mut self) {
+        // Scratch files are worthless once the index is gone; a failure to remove one only
+        // leaves it for the scratch directory's owner to clean.
+        self.keys = None;
+        let _ = std::fs::remove_file(&self.keys_path);
+        for path in self.pairs.runs.iter().flatten() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The k-way merge of a band's sorted runs: every pair, in (hash, position) order.
+struct Merge {
+    readers: Vec<BufReader<File>>,
+    paths: Vec<PathBuf>,
+    heap: BinaryHeap<Reverse<((u64, u32), usize)>>,
+}
+
+impl Merge {
+    fn open(paths: &[PathBuf]) -> Result<Self> {
+        let mut merge = Merge {
+            readers: Vec::with_capacity(paths.len()),
+            paths: paths.to_vec(),
+            heap: BinaryHeap::with_capacity(paths.len()),
+        };
+        for (run, path) in paths.iter().enumerate() {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            merge
+                .readers
+                .push(BufReader::with_capacity(RUN_BUFFER, file));
+            merge.refill(run)?;
+        }
+        Ok(merge)
+    }
+
+    /// Reads the next pair of `run` into the heap, if it has one.
+    fn refill(&mut self, run: usize) -> Result<()> {
+        let mut record = [0u8; PAIR_BYTES_ON_DISK];
+        match self.readers[run].read_exact(&mut record) {
+            Ok(()) => {
+                let hash = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
+                let pos = u32::from_le_bytes(record[8..].try_into().expect("4 bytes"));
+                self.heap.push(Reverse(((hash, pos), run)));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+            Err(e) => Err(Error::io(&self.paths[run], e)),
+        }
+    }
+}
+
+impl Iterator for Merge {
+    type Item = Result<(u64, u32)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Reverse((pair, run)) = self.heap.pop()?;
+        Some(self.refill(run).map(|()| pair))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn docs<'a>(sigs: &'a [Vec<u32>], lengths: &[u64]) -> Vec<Doc<'a>> {
-        sigs.iter()
-            .zip(lengths)
-            .map(|(s, &length)| Doc {
-                signature: s,
-                length,
-            })
-            .collect()
+    /// Keys as `dedup_keys` lays them out: length, then the signature.
+    fn keys(sigs: &[Vec<u32>], lengths: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (sig, length) in sigs.iter().zip(lengths) {
+            out.extend(length.to_le_bytes());
+            out.extend(sig.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        out
+    }
+
+    fn cluster(keys: &[u8], num_perm: usize, config: ClusterConfig, budget: usize) -> Clusters {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = LshIndex::new(dir.path(), num_perm, config, budget).unwrap();
+        // Added in uneven pieces, as tasks are.
+        let width = key_bytes(num_perm);
+        let n = keys.len() / width;
+        let mut start = 0;
+        for size in [1, 2, 3, 7].into_iter().cycle() {
+            if start == n {
+                break;
+            }
+            let end = (start + size).min(n);
+            index.add(&keys[start * width..end * width]).unwrap();
+            start = end;
+        }
+        let out = index.finish().unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "scratch files left behind"
+        );
+        out
     }
 
     #[test]
@@ -236,30 +513,98 @@ mod tests {
             vec![u32::MAX; 4],
             vec![u32::MAX; 4], // empty documents never join
         ];
-        let lengths = [10, 10, 30, 0, 0];
+        let k = keys(&sigs, &[10, 10, 30, 0, 0]);
         let config = ClusterConfig {
             bands: 2,
             rows: 2,
             verify: None,
             keep: Keep::First,
         };
-        let c = cluster(&docs(&sigs, &lengths), &config).unwrap();
+        let c = cluster(&k, 4, config, 1 << 20);
         assert_eq!(c.keeper, [0, 1, 0, 3, 4]);
+        assert_eq!(c.spilled_runs, 0);
         let longest = ClusterConfig {
             keep: Keep::Longest,
             ..config
         };
-        assert_eq!(
-            cluster(&docs(&sigs, &lengths), &longest).unwrap().keeper,
-            [2, 1, 2, 3, 4]
-        );
+        assert_eq!(cluster(&k, 4, longest, 1 << 20).keeper, [2, 1, 2, 3, 4]);
         // Agreement 0.5 < 0.8: verification keeps them apart.
         let verified = ClusterConfig {
             verify: Some(0.8),
             ..config
         };
-        let c = cluster(&docs(&sigs, &lengths), &verified).unwrap();
+        let c = cluster(&k, 4, verified, 1 << 20);
         assert_eq!(c.keeper, [0, 1, 2, 3, 4]);
         assert_eq!(c.rejected, 1);
+    }
+
+    #[test]
+    fn spilling_to_disk_changes_nothing_but_memory() {
+        // Families of near-copies: each member differs from its family's base in a few
+        // values, so some bands collide and verification has work to do.
+        let num_perm = 16;
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut sigs = Vec::new();
+        let mut lengths = Vec::new();
+        for family in 0..60u64 {
+            let base: Vec<u32> = (0..num_perm).map(|_| next() as u32).collect();
+            for member in 0..(1 + family % 5) {
+                let mut sig = base.clone();
+                for _ in 0..member * 2 {
+                    sig[next() as usize % num_perm] = next() as u32;
+                }
+                sigs.push(sig);
+                lengths.push(next() % 1000);
+            }
+        }
+        let k = keys(&sigs, &lengths);
+        for verify in [None, Some(0.7)] {
+            for keep in [Keep::First, Keep::Longest] {
+                let config = ClusterConfig {
+                    bands: 4,
+                    rows: 4,
+                    verify,
+                    keep,
+                };
+                let in_memory = cluster(&k, num_perm, config, 1 << 30);
+                // A budget of a few pairs: a run per band at nearly every add.
+                let spilled = cluster(&k, num_perm, config, 64 * PAIR_BYTES_IN_MEMORY);
+                assert_eq!(in_memory.spilled_runs, 0);
+                assert!(spilled.spilled_runs > 4 * 3, "{}", spilled.spilled_runs);
+                assert_eq!(in_memory.keeper, spilled.keeper);
+                assert_eq!(in_memory.candidates, spilled.candidates);
+                assert_eq!(in_memory.rejected, spilled.rejected);
+                assert!(in_memory
+                    .keeper
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &k)| k as usize != i));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ClusterConfig {
+            bands: 2,
+            rows: 2,
+            verify: None,
+            keep: Keep::First,
+        };
+        assert!(LshIndex::new(dir.path(), 3, config, 1 << 20).is_err());
+        let mut index = LshIndex::new(dir.path(), 4, config, 1 << 20).unwrap();
+        assert!(index.add(&[0u8; 23]).is_err());
+        index.join_band().unwrap();
+        assert!(
+            index.add(&[0u8; 24]).is_err(),
+            "keys after clustering began"
+        );
     }
 }

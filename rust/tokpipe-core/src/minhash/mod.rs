@@ -5,11 +5,12 @@
 //! - [`signature`]: MinHash signatures equal to `datasketch.MinHash(num_perm, seed, scheme)`
 //!   updated with the same shingles (SHA-1 based, `affine32` or `legacy` permutations).
 //! - [`params`]: bands and rows for a Jaccard threshold, datasketch's optimiser.
-//! - [`banding`] and [`union_find`]: candidate pairs by LSH banding (sorted band keys, no hash
-//!   map), optional verification, connected components, one keeper per cluster.
+//! - [`banding`] and [`union_find`]: candidate pairs by LSH banding (band keys sorted, and
+//!   spilled to disk as sorted runs past a memory budget), optional verification, connected
+//!   components, one keeper per cluster.
 //!
-//! The pipeline's `minhash_dedup` stage calls [`dedup_keys`] per batch (in parallel workers)
-//! and [`banding::cluster`] once over the whole corpus.
+//! The pipeline's `minhash_dedup` stage calls [`dedup_keys`] per batch (in parallel workers),
+//! then feeds every task's keys to one [`banding::LshIndex`] and joins its bands.
 
 pub mod banding;
 mod numpy_rng;
