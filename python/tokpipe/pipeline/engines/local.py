@@ -437,23 +437,29 @@ class LocalExecutor:
             clustered = positions[counts > 1]
         needed = np.union1d(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)]) if files else np.zeros(0, int),
                             clustered).astype(np.int64)
-        ids: dict[int, str] = {}
+        # The ids of the needed positions, in the order of `needed` (sorted), looked up by
+        # searchsorted and gathered with `take`: no Python object per document.
+        parts = []
         for i, f in enumerate(files):
             here = needed[(needed >= bounds[i]) & (needed < bounds[i + 1])]
             if len(here):
-                column = _read_column(f, ID, pa.string())
-                for position in here.tolist():
-                    ids[position] = column[position - int(bounds[i])].as_py()
+                parts.append(_read_column(f, ID, pa.string()).take(pa.array(here - bounds[i])))
+        needed_ids = pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
+
+        def ids_of(positions: np.ndarray, wanted: np.ndarray) -> pa.Array:
+            """The id at each position where `wanted`, else null."""
+            slots = np.searchsorted(needed, positions[wanted])
+            index = np.zeros(len(positions), dtype=np.int64)
+            index[wanted] = slots
+            return needed_ids.take(pa.array(index, mask=~wanted))
+
         stats = StageStats(spec.type)
         in_cluster = np.isin(flat, clustered)
         for i, t in enumerate(tasks):
             is_dup = keepers[i] != own[i]
-            duplicate_of = [ids[int(p)] if d else None for p, d in zip(keepers[i], is_dup)]
-            columns = {DUPLICATE_OF: pa.array(duplicate_of, type=pa.string())}
+            columns = {DUPLICATE_OF: ids_of(keepers[i], is_dup)}
             if stage.cluster_column is not None:
-                member = in_cluster[bounds[i]:bounds[i + 1]]
-                columns[stage.cluster_column] = pa.array(
-                    [ids[int(p)] if m else None for p, m in zip(keepers[i], member)], type=pa.string())
+                columns[stage.cluster_column] = ids_of(keepers[i], in_cluster[bounds[i]:bounds[i + 1]])
             columns.update(decisions[i].columns)
             _write_table(self.state / f"global{k}" / f"{t.index:06d}.parquet", [pa.record_batch(columns)])
             stats.input += len(is_dup)
