@@ -216,11 +216,23 @@ def _no_progress(phase: str, done: int, total: int) -> None:
 @dataclass
 class DecideContext:
     """What the executor lends a global stage's ``decide``: ``scratch``, a private directory
-    on the run's disk (emptied afterwards) for what outgrows memory, and ``progress(phase,
-    done, total)`` to report each phase of a long decision."""
+    on the run's disk (emptied afterwards) for what outgrows memory; ``progress(phase, done,
+    total)`` to report each phase of a long decision; and ``column(name, positions)``, the
+    values of a string column (the text, say) at sorted global positions, read from the
+    staged documents, for a stage whose keys do not say enough."""
 
     scratch: Path | None = None
     progress: Callable[[str, int, int], None] = _no_progress
+    column: Callable[[str, np.ndarray], pa.Array] | None = None
+
+    @classmethod
+    def of_batches(cls, batches: Sequence[pa.RecordBatch], scratch: Path | None = None) -> DecideContext:
+        """A context over documents held in memory: the batches whose keys ``decide`` gets,
+        in the same order (for calling ``decide`` outside an executor)."""
+        def column(name: str, positions: np.ndarray) -> pa.Array:
+            values = pa.concat_arrays([b.column(name) for b in batches]) if batches else pa.array([], pa.string())
+            return values.take(pa.array(positions))
+        return cls(scratch=scratch, column=column)
 
 
 @contextmanager

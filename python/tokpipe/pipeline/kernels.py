@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from tokpipe import _core
 
-__all__ = ["string_buffers", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "paragraph_keys",
-           "paragraph_drop_lines"]
+__all__ = ["string_buffers", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities",
+           "paragraph_keys", "paragraph_drop_lines"]
 
 
 def string_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes, bool]:
@@ -41,6 +41,16 @@ def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collap
     offsets, data, wide = string_buffers(column)
     digests = _core.exact_dedup_keys(offsets, data, wide, lowercase, collapse_whitespace)
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(offsets) - 1, [None, pa.py_buffer(digests)])
+
+
+def minhash_pair_similarities(column: pa.Array | pa.ChunkedArray, pairs: np.ndarray, shingle: str = "word",
+                              ngram: int = 5, char_ngram: int = 5, lowercase: bool = True) -> np.ndarray:
+    """The exact Jaccard similarity of the shingle sets (as ``minhash_signatures`` shingles)
+    of each pair of rows: ``pairs`` of shape ``(k, 2)``; float64, one per pair."""
+    offsets, data, wide = string_buffers(column)
+    flat = np.ascontiguousarray(pairs, dtype="<u4")
+    raw = _core.minhash_pair_similarities(offsets, data, wide, flat, shingle, ngram, char_ngram, lowercase)
+    return np.frombuffer(raw, dtype="<f8")
 
 
 def minhash_signatures(column: pa.Array | pa.ChunkedArray, num_perm: int = 128, seed: int = 1,

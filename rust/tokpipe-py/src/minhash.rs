@@ -9,9 +9,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::path::PathBuf;
-use tokpipe_core::minhash::banding::{ClusterConfig, Keep, LshIndex};
+use tokpipe_core::minhash::banding::{ClusterConfig, Keep, LshIndex, Verify};
 use tokpipe_core::minhash::{
-    dedup_keys, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig, ShingleKind,
+    dedup_keys, exact, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig, ShingleKind,
 };
 use tokpipe_core::text::paragraphs;
 use tokpipe_core::Error;
@@ -115,6 +115,60 @@ pub fn minhash_dedup_keys<'py>(
 }
 
 /// datasketch's permutation parameters (a, b) for `(num_perm, seed, scheme)`.
+/// Pairs of u32s from their little-endian bytes.
+fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
+    if bytes.len() % 8 != 0 {
+        return Err(PyValueError::new_err(
+            "pairs must be u32s two by two (a multiple of 8 bytes)",
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| {
+            let a = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
+            let b = u32::from_le_bytes(c[4..].try_into().expect("4 bytes"));
+            (a, b)
+        })
+        .collect())
+}
+
+/// The exact Jaccard similarity (of their shingle sets) of pairs of rows of a string column;
+/// `pairs` as little-endian u32 row indices two by two; returns little-endian f64s.
+#[pyfunction]
+#[pyo3(signature = (offsets, data, wide, pairs, shingle, word_ngram, char_ngram, lowercase))]
+#[allow(clippy::too_many_arguments)]
+pub fn minhash_pair_similarities<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+    pairs: &Bound<'py, PyAny>,
+    shingle: &str,
+    word_ngram: usize,
+    char_ngram: usize,
+    lowercase: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let buffer = PyUntypedBuffer::get(pairs)?;
+    let pairs = u32_pairs(bytes_of(&buffer)?)?;
+    let out = py.detach(|| -> PyResult<Vec<u8>> {
+        let column = column.column()?;
+        if let Some(&(a, b)) = pairs
+            .iter()
+            .find(|&&(a, b)| a as usize >= column.len() || b as usize >= column.len())
+        {
+            return Err(PyValueError::new_err(format!(
+                "pair ({a}, {b}) out of range for {} rows",
+                column.len()
+            )));
+        }
+        let similarities = exact::pair_similarities(&column, &pairs, &config);
+        Ok(similarities.iter().flat_map(|v| v.to_le_bytes()).collect())
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 #[pyfunction]
 pub fn minhash_permutations(
     num_perm: usize,
@@ -166,20 +220,32 @@ impl PyLshIndex {
 #[pymethods]
 impl PyLshIndex {
     #[new]
-    #[pyo3(signature = (scratch, num_perm, bands, rows, verify, keep, memory_budget))]
+    #[pyo3(signature = (scratch, num_perm, bands, rows, verify, threshold, keep, memory_budget))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         scratch: PathBuf,
         num_perm: usize,
         bands: usize,
         rows: usize,
-        verify: Option<f64>,
+        verify: &str,
+        threshold: f64,
         keep: &str,
         memory_budget: usize,
     ) -> PyResult<Self> {
         let keep = Keep::parse(keep).ok_or_else(|| {
             Error::InvalidArgument(format!("keep must be 'first' or 'longest', got {keep:?}"))
         });
+        let verify = match verify {
+            "none" => Verify::Bands,
+            "signature" => Verify::Signature(threshold),
+            "exact" => Verify::Exact(threshold),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "verify must be 'none', 'signature' or 'exact', got {other:?}"
+                )))
+                .py()
+            }
+        };
         let config = ClusterConfig {
             bands,
             rows,
@@ -206,6 +272,23 @@ impl PyLshIndex {
 
     fn __len__(&self) -> usize {
         self.index.as_ref().map_or(0, LshIndex::len)
+    }
+
+    /// With `verify="exact"`: joins every band left and returns the distinct candidate
+    /// pairs to check, as little-endian u32s (first, second, first, second, ...).
+    fn take_pairs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let index = self.index()?;
+        let pairs = py.detach(|| index.take_pairs()).py()?;
+        let flat: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+        Ok(PyBytes::new(py, &u32_bytes(&flat)))
+    }
+
+    /// Joins the pairs given as little-endian u32s (first, second, ...).
+    fn union_pairs(&mut self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let buffer = PyUntypedBuffer::get(pairs)?;
+        let pairs = u32_pairs(bytes_of(&buffer)?)?;
+        let index = self.index()?;
+        py.detach(|| index.union_pairs(&pairs)).py()
     }
 
     /// Ends the index (its scratch files are removed): `(keepers, candidates, rejected,
@@ -321,6 +404,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minhash_permutations, m)?)?;
     m.add_function(wrap_pyfunction!(minhash_optimal_params, m)?)?;
     m.add_class::<PyLshIndex>()?;
+    m.add_function(wrap_pyfunction!(minhash_pair_similarities, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_keys, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_decide, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_drop_lines, m)?)?;

@@ -28,7 +28,8 @@ def batch(texts: list[str]) -> pa.RecordBatch:
 
 
 def keepers(stage: MinhashDedup, tasks: list[list[str]]) -> list[int]:
-    return np.concatenate(stage.decide([stage.keys(batch(t)) for t in tasks])).tolist()
+    batches = [batch(t) for t in tasks]
+    return np.concatenate(stage.decide([stage.keys(b) for b in batches], DecideContext.of_batches(batches))).tolist()
 
 
 def shingle_set(text: str, kind: str, n: int = 5) -> set[str]:
@@ -166,7 +167,7 @@ def test_spilled_band_keys_give_the_same_clusters(planted: tuple[list[str], list
     for budget in (1 << 30, 512):
         scratch = tmp_path / f"scratch{budget}"
         scratch.mkdir()
-        index = _core.LshIndex(scratch, stage.num_perm, bands, rows, 0.5, "first", budget)
+        index = _core.LshIndex(scratch, stage.num_perm, bands, rows, "signature", 0.5, "first", budget)
         for k in keys:
             index.add(np.frombuffer(k.buffers()[1], dtype=np.uint8))
         assert len(index) == len(texts)
@@ -185,9 +186,41 @@ def test_decide_reports_each_phase(planted: tuple[list[str], list[int]], tmp_pat
     stage = MinhashDedup(threshold=0.5)
     bands, _ = stage.lsh_params()
     calls: list[tuple[str, int, int]] = []
-    keys = [stage.keys(batch(texts[:40])), stage.keys(batch(texts[40:]))]
-    decided = stage.decide(keys, DecideContext(tmp_path / "scratch", lambda *update: calls.append(update)))
+    batches = [batch(texts[:40]), batch(texts[40:])]
+    context = DecideContext.of_batches(batches, tmp_path / "scratch")
+    context.progress = lambda *update: calls.append(update)
+    decided = stage.decide([stage.keys(b) for b in batches], context)
     assert np.concatenate(decided).tolist() == origin
     assert [c for c in calls if c[0] == "signatures"] == [("signatures", i, 2) for i in range(3)]
     assert [c for c in calls if c[0] == "bands"] == [("bands", i, bands) for i in range(bands + 1)]
+    checks = [c for c in calls if c[0] == "exact check"]
+    assert checks[0][1] == 0 and checks[-1][1] == checks[-1][2] >= 20
     assert list((tmp_path / "scratch").iterdir()) == []
+    with pytest.raises(InvalidArgumentError, match="column reader"):
+        stage.decide([stage.keys(b) for b in batches])
+
+
+def test_exact_verification_follows_exact_jaccard(tmp_path: Path) -> None:
+    """Copies of real documents with a growing share of words replaced: with ``verify="exact"``
+    a copy joins its original exactly when the exact Jaccard similarity of their word
+    5-gram sets (computed here) reaches the threshold; signature verification only
+    estimates it. Bands are made generous (20 x 5) so every pair near 0.8 is a candidate."""
+    rng = random.Random(11)
+    originals = real_documents(words=300, count=40)
+    copies, similarity = [], []
+    for i, doc in enumerate(originals):
+        words = doc.split()
+        replaced = 0.002 * i + 0.005  # 0.5% to 8.3% of the words
+        for at in rng.sample(range(len(words)), max(1, round(replaced * len(words)))):
+            words[at] = f"edit{rng.randrange(10**6)}"
+        copies.append(" ".join(words))
+        similarity.append(jaccard(shingle_set(doc, "word"), shingle_set(copies[-1], "word")))
+    assert min(similarity) < 0.7 and max(similarity) > 0.9
+    assert sum(0.75 <= s < 0.85 for s in similarity) >= 5  # pairs near the threshold
+    n = len(originals)
+    expected = list(range(n)) + [i if similarity[i] >= 0.8 else n + i for i in range(n)]
+    stage = MinhashDedup(threshold=0.8, shingle="word", bands=20, rows=5)
+    assert keepers(stage, [originals, copies]) == expected
+    # Pairs just under the threshold were candidates, checked and turned down.
+    assert sum(0.7 < s < 0.8 for s in similarity) >= 3
+    assert stage.stats.extra["candidates_rejected"] >= 1

@@ -418,11 +418,15 @@ class LocalExecutor:
         keys = _LazyColumns(files, _KEY, stage.key_type())
         scratch = self.state / f"global{k}" / "scratch"
         shutil.rmtree(scratch, ignore_errors=True)
+        sizes = [_summary(self.state, k, t.index)["kept"] for t in tasks]
 
         def progress(phase: str, done: int, total: int) -> None:
             self.progress(ProgressUpdate(f"{spec.type}: {phase}", done, total, "units"))
 
-        decided = stage.decide(keys, DecideContext(scratch, progress))
+        def column(name: str, positions: np.ndarray) -> pa.Array:
+            return _gather(files, sizes, name, positions)
+
+        decided = stage.decide(keys, DecideContext(scratch, progress, column))
         shutil.rmtree(scratch, ignore_errors=True)
         decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in decided]
         del keys, decided
@@ -439,12 +443,7 @@ class LocalExecutor:
                             clustered).astype(np.int64)
         # The ids of the needed positions, in the order of `needed` (sorted), looked up by
         # searchsorted and gathered with `take`: no Python object per document.
-        parts = []
-        for i, f in enumerate(files):
-            here = needed[(needed >= bounds[i]) & (needed < bounds[i + 1])]
-            if len(here):
-                parts.append(_read_column(f, ID, pa.string()).take(pa.array(here - bounds[i])))
-        needed_ids = pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
+        needed_ids = _gather(files, [len(x) for x in keepers], ID, needed)
 
         def ids_of(positions: np.ndarray, wanted: np.ndarray) -> pa.Array:
             """The id at each position where `wanted`, else null."""
@@ -618,6 +617,18 @@ class _LazyColumns(Sequence[pa.Array]):
         if isinstance(i, slice):
             return [_read_column(f, self.column, self.kind) for f in self.files[i]]
         return _read_column(self.files[i], self.column, self.kind)
+
+
+def _gather(files: list[list[Path]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
+    """One column's values at sorted global ``positions`` (task after task, ``sizes``
+    documents each), reading only the tasks that hold them."""
+    bounds = np.cumsum([0, *sizes])
+    parts = []
+    for i, f in enumerate(files):
+        here = positions[(positions >= bounds[i]) & (positions < bounds[i + 1])]
+        if len(here):
+            parts.append(_read_column(f, column, pa.string()).take(pa.array(here - bounds[i])))
+    return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
 
 
 def _read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:

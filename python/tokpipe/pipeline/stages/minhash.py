@@ -4,9 +4,9 @@ Each document becomes a set of shingles (word 5-grams of its lowercased, whitesp
 text by default; character 5-grams for text that is mostly Chinese or Japanese), summarised by
 a MinHash signature equal to ``datasketch.MinHash(num_perm, seed, scheme=scheme)`` updated
 with the same shingles. Signatures are cut into bands (``bands`` x ``rows``, by default
-datasketch's ``MinHashLSH`` optimum for ``threshold``); documents sharing a band are
-candidates, optionally verified (signature agreement >= ``threshold``), and joined into
-clusters by union-find. One document per cluster is kept: the first in corpus order, or the
+datasketch's ``MinHashLSH`` optimiser for ``threshold``); documents sharing a band are
+candidates, verified (by default, the exact Jaccard similarity of their shingle sets reaches
+``threshold``: NeMo Curator's false-positive check), and joined into clusters by union-find. One document per cluster is kept: the first in corpus order, or the
 longest (ties to the first).
 
 Like ``exact_dedup`` it is a global stage, run in two steps by the executor: ``keys`` computes
@@ -20,13 +20,14 @@ Memory: ``decide`` reads the keys task by task into a ``tokpipe_core::minhash::b
 which writes the signatures to a scratch file (read back through a memory map, so the page
 cache holds them, not the process) and buffers band keys up to ``memory_mb``, spilling sorted
 runs to disk past it and merging them band by band. What grows with the corpus in memory is
-the union-find and the keepers: about 20 bytes a document, 200 MB for 10M documents. Progress
-is reported per phase: signatures read, bands joined.
+the union-find, the keepers and the lengths: about 30 bytes a document, 300 MB for 10M
+documents. The exact check reads the candidates' text in slices of about ``memory_mb``.
+Progress is reported per phase: signatures read, bands joined, candidates checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import DecideContext, GlobalStage, register, scratch_space
 from tokpipe.pipeline.documents import TEXT
-from tokpipe.pipeline.kernels import minhash_dedup_keys
+from tokpipe.pipeline.kernels import minhash_dedup_keys, minhash_pair_similarities
 
 __all__ = ["MinhashDedup", "optimal_params"]
 
@@ -56,17 +57,24 @@ class MinhashDedup(GlobalStage):
     ``scheme``: datasketch's permutations, ``affine32`` (datasketch >= 2.0) or ``legacy``
     (datasketch < 2.0). ``hashfunc``: ``sha1`` (datasketch's default) or ``xxh3`` (faster;
     datasketch with ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``).
-    ``bands`` and ``rows`` override the optimiser together. ``memory_mb``: memory for band
-    keys; past it they are sorted and spilled to the run's scratch space (the result is the
-    same)."""
+    ``verify``: how candidates (documents sharing a band) are checked before joining:
+    ``exact`` (the default) computes the exact Jaccard similarity of their shingle sets from
+    their text; ``signature`` compares their signatures (an estimate, standard error ~0.035
+    at 0.8 with 128 values); ``none`` trusts the bands. Bands and rows come from datasketch's
+    optimiser for ``threshold`` with ``false_positive_weight`` and ``false_negative_weight``
+    (datasketch's 0.5 and 0.5, or 0.05 and 0.95 with ``exact``, whose check removes the false
+    positives); ``bands`` and ``rows`` override it together. ``memory_mb``: memory for band
+    keys (and for the candidates' text in the exact check); past it band keys are sorted and
+    spilled to the run's scratch space (the result is the same)."""
 
     name = "minhash_dedup"
     cluster_column = "dup_cluster"
 
     def __init__(self, threshold: float = 0.8, num_perm: int = 128, seed: int = 1, scheme: str = "affine32",
                  shingle: str = "auto", ngram: int = 5, char_ngram: int = 5, lowercase: bool = True,
-                 bands: int | None = None, rows: int | None = None, verify: bool = True, keep: str = "first",
-                 false_positive_weight: float = 0.5, false_negative_weight: float = 0.5,
+                 bands: int | None = None, rows: int | None = None, verify: str | bool = "exact",
+                 keep: str = "first",
+                 false_positive_weight: float | None = None, false_negative_weight: float | None = None,
                  hashfunc: str = "sha1", memory_mb: int = 512) -> None:
         where = "minhash_dedup"
         if not 0.0 < threshold <= 1.0:
@@ -83,6 +91,10 @@ class MinhashDedup(GlobalStage):
             raise InvalidArgumentError(f"{where}: n-gram sizes must be positive")
         if hashfunc not in ("sha1", "xxh3"):
             raise InvalidArgumentError(f"{where}: hashfunc must be sha1 or xxh3, got {hashfunc!r}")
+        if isinstance(verify, bool):  # the earlier switch: True checked signatures
+            verify = "signature" if verify else "none"
+        if verify not in ("exact", "signature", "none"):
+            raise InvalidArgumentError(f"{where}: verify must be exact, signature or none, got {verify!r}")
         if memory_mb < 1:
             raise InvalidArgumentError(f"{where}: memory_mb must be at least 1, got {memory_mb}")
         if keep not in ("first", "longest"):
@@ -103,8 +115,15 @@ class MinhashDedup(GlobalStage):
         self.rows = rows
         self.verify = verify
         self.keep = keep
-        self.false_positive_weight = false_positive_weight
-        self.false_negative_weight = false_negative_weight
+        # An exact check removes every false positive the bands let through, at the cost of
+        # reading the candidates' text, so the bands may favour recall: at 0.8 and 128
+        # values, 16 bands of 8 rows make a pair at exactly 0.8 a candidate 95% of the time,
+        # datasketch's balanced 9 x 13 only 40% (benches/RESULTS.md, MinHash).
+        recall_first = verify == "exact"
+        self.false_positive_weight = false_positive_weight if false_positive_weight is not None else (
+            0.05 if recall_first else 0.5)
+        self.false_negative_weight = false_negative_weight if false_negative_weight is not None else (
+            0.95 if recall_first else 0.5)
         self.hashfunc = hashfunc
         self.memory_mb = memory_mb
 
@@ -123,29 +142,39 @@ class MinhashDedup(GlobalStage):
 
     def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[np.ndarray]:
         bands, rows = self.lsh_params()
-        progress = (context or DecideContext()).progress
-        sizes = []
+        context = context or DecideContext()
+        if self.verify == "exact" and context.column is None:
+            raise InvalidArgumentError("minhash_dedup: verify='exact' reads the candidates' text, and this decide "
+                                       "was given no column reader (DecideContext.column)")
+        progress = context.progress
+        width = 8 + 4 * self.num_perm
+        sizes, lengths = [], []
+        stats = self.stats.extra
         with scratch_space(context) as scratch:
-            index = _core.LshIndex(scratch, self.num_perm, bands, rows, self.threshold if self.verify else None,
-                                   self.keep, self.memory_mb << 20)
+            index = _core.LshIndex(scratch, self.num_perm, bands, rows, self.verify, self.threshold, self.keep,
+                                   self.memory_mb << 20)
             tasks = len(keys)
             progress("signatures", 0, tasks)
             for done, k in enumerate(keys, 1):
                 if k.null_count:
                     raise ValueError("minhash_dedup: a document has no signature")
                 if len(k):
-                    width = 8 + 4 * self.num_perm
-                    data = np.frombuffer(k.buffers()[1], dtype=np.uint8)
-                    index.add(data[k.offset * width:(k.offset + len(k)) * width])
+                    data = np.frombuffer(k.buffers()[1], dtype=np.uint8)[k.offset * width:(k.offset + len(k)) * width]
+                    index.add(data)
+                    lengths.append(data.reshape(-1, width)[:, :8].copy().view("<u8").ravel())
                 sizes.append(len(k))
                 progress("signatures", done, tasks)
             for band in range(bands):
                 progress("bands", band, bands)
                 index.join_band()
             progress("bands", bands, bands)
+            if self.verify == "exact":
+                assert context.column is not None
+                length = np.concatenate(lengths) if lengths else np.zeros(0, dtype="<u8")
+                stats["candidates_rejected"] += self._exact_check(index, length, context.column, progress)
+            del lengths
             raw, candidates, rejected, spilled = index.finish()
         keeper = np.frombuffer(raw, dtype="<u4").astype(np.int64)
-        stats = self.stats.extra
         stats["bands"], stats["rows"] = bands, rows
         stats["candidates"] += candidates
         stats["candidates_rejected"] += rejected
@@ -154,3 +183,32 @@ class MinhashDedup(GlobalStage):
         stats["clusters"] += int((counts > 1).sum())
         bounds = np.cumsum([0, *sizes])
         return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
+
+    def _exact_check(self, index: _core.LshIndex, length: np.ndarray,
+                     column: Callable[[str, np.ndarray], pa.Array], progress: Callable[[str, int, int], None]) -> int:
+        """Joins the candidate pairs whose shingle sets' exact Jaccard similarity reaches the
+        threshold; returns how many did not. The candidates' texts are read in slices of
+        pairs whose documents total about ``memory_mb`` of text."""
+        pairs = np.frombuffer(index.take_pairs(), dtype="<u4").reshape(-1, 2)
+        total = len(pairs)
+        budget = self.memory_mb << 20
+        # Pairs are sorted by their first document; slices end where the text read so far
+        # (counting each document once per pair, an overestimate) passes the budget.
+        cost = np.cumsum(length[pairs[:, 0]] + length[pairs[:, 1]]) if total else np.zeros(0, dtype=np.uint64)
+        cuts = [0, *np.searchsorted(cost, np.arange(1, int(cost[-1] // budget) + 1) * budget).tolist(), total] \
+            if total else [0, 0]
+        rejected = 0
+        progress("exact check", 0, total)
+        for start, end in zip(cuts, cuts[1:]):
+            if start == end:
+                continue
+            chunk = pairs[start:end]
+            documents = np.unique(chunk)
+            texts = column(TEXT, documents)
+            local = np.searchsorted(documents, chunk)
+            similar = minhash_pair_similarities(texts, local, self.shingle, self.ngram, self.char_ngram,
+                                                self.lowercase) >= self.threshold
+            index.union_pairs(np.ascontiguousarray(chunk[similar]))
+            rejected += int((~similar).sum())
+            progress("exact check", end, total)
+        return rejected

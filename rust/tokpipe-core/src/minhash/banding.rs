@@ -21,12 +21,15 @@
 //! What stays in memory is the union-find and the keepers (8 bytes a document) and the
 //! budget: 10M documents with the default 512 MB budget need about 600 MB.
 //!
-//! With `verify`, a candidate joins a cluster only if its signature agrees with a member's
-//! on at least that fraction of values (the MinHash estimate of their Jaccard similarity):
-//! this removes the band's false positives (and 64-bit hash collisions). Within a bucket, a
-//! document is compared with the bucket's first few unmatched members ("representatives",
-//! at most [`MAX_REPRESENTATIVES`]), not with every member, so a bucket of a thousand exact
-//! copies costs a thousand comparisons, not half a million.
+//! Verification ([`Verify`]): with `Signature`, a candidate joins a cluster only if its
+//! signature agrees with a member's on at least the threshold fraction of values (the
+//! MinHash estimate of their Jaccard similarity), which removes the bands' false positives
+//! (and 64-bit hash collisions). Within a bucket, a document is compared with the bucket's
+//! first few unmatched members ("representatives", at most [`MAX_REPRESENTATIVES`]), not
+//! with every member, so a bucket of a thousand exact copies costs a thousand comparisons,
+//! not half a million. With `Exact`, the index only collects the candidate pairs whose
+//! signatures come near the threshold; the caller computes their exact similarity (see
+//! [`super::exact`]) and joins those that pass.
 //!
 //! Everything is in document order (pairs sort by hash, then position, whether merged from
 //! runs or sorted in memory) and the union-find roots at the smallest position, so the
@@ -72,12 +75,29 @@ impl Keep {
     }
 }
 
+/// How candidates (documents sharing a band) are checked before they join.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verify {
+    /// Not at all: every candidate joins.
+    Bands,
+    /// A candidate joins when its signature agrees with a member's on at least this fraction
+    /// of values.
+    Signature(f64),
+    /// Candidates agreeing on at least this fraction minus [`EXACT_PREFILTER_MARGIN`] are
+    /// collected as pairs ([`LshIndex::take_pairs`]) for an exact check by the caller, who
+    /// joins the ones that pass ([`LshIndex::union_pairs`]).
+    Exact(f64),
+}
+
+/// How far below the threshold a signature's agreement may be for its pair still to get an
+/// exact check: over four standard errors of a 128-value estimate at 0.8.
+pub const EXACT_PREFILTER_MARGIN: f64 = 0.15;
+
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterConfig {
     pub bands: usize,
     pub rows: usize,
-    /// Minimum signature agreement for a candidate to join, or None to trust the bands.
-    pub verify: Option<f64>,
+    pub verify: Verify,
     pub keep: Keep,
 }
 
@@ -87,7 +107,8 @@ pub struct Clusters {
     pub keeper: Vec<u32>,
     /// Documents that share a band with an earlier member of their bucket (summed over bands).
     pub candidates: u64,
-    /// Candidates rejected by verification.
+    /// Candidates rejected by verification (by their signatures; with [`Verify::Exact`],
+    /// the caller counts its own).
     pub rejected: u64,
     /// Sorted runs written to disk (0 when every band fitted the memory budget).
     pub spilled_runs: u64,
@@ -146,6 +167,8 @@ pub struct LshIndex {
     budget_pairs: usize,
     next_band: usize,
     uf: UnionFind,
+    /// Pairs awaiting an exact check ([`Verify::Exact`]).
+    pairs_to_check: Vec<(u32, u32)>,
     out: Clusters,
 }
 
@@ -188,6 +211,7 @@ impl LshIndex {
             budget_pairs: (memory_budget / PAIR_BYTES_IN_MEMORY).max(config.bands),
             next_band: 0,
             uf: UnionFind::new(0),
+            pairs_to_check: Vec::new(),
             out: Clusters::default(),
         })
     }
@@ -347,11 +371,27 @@ impl LshIndex {
             return;
         }
         self.out.candidates += (bucket.len() - 1) as u64;
-        let Some(threshold) = self.config.verify else {
-            for &i in &bucket[1..] {
-                self.uf.union(bucket[0], i);
+        let threshold = match self.config.verify {
+            Verify::Bands => {
+                for &i in &bucket[1..] {
+                    self.uf.union(bucket[0], i);
+                }
+                return;
             }
-            return;
+            Verify::Signature(threshold) => threshold,
+            Verify::Exact(threshold) => {
+                // Every member against the bucket's first members: the pairs of a chain
+                // (A~B, B~C but not A~C) are all offered, since none is joined yet.
+                let floor = threshold - EXACT_PREFILTER_MARGIN;
+                for (k, &i) in bucket.iter().enumerate().skip(1) {
+                    for &rep in &bucket[..k.min(MAX_REPRESENTATIVES)] {
+                        if agreement(self.signature(rep), self.signature(i)) >= floor {
+                            self.pairs_to_check.push((rep, i));
+                        }
+                    }
+                }
+                return;
+            }
         };
         let mut representatives: Vec<u32> = Vec::with_capacity(MAX_REPRESENTATIVES);
         for &i in bucket {
@@ -375,6 +415,31 @@ impl LshIndex {
                 }
             }
         }
+    }
+
+    /// With [`Verify::Exact`], once every band is joined: the distinct candidate pairs
+    /// (smaller position first, sorted), for the caller to check. Empty otherwise.
+    pub fn take_pairs(&mut self) -> Result<Vec<(u32, u32)>> {
+        while self.join_band()? > 0 {}
+        let mut pairs = std::mem::take(&mut self.pairs_to_check);
+        pairs.par_sort_unstable();
+        pairs.dedup();
+        Ok(pairs)
+    }
+
+    /// Joins pairs of documents (after the caller's exact check).
+    pub fn union_pairs(&mut self, pairs: &[(u32, u32)]) -> Result<()> {
+        self.seal()?;
+        for &(a, b) in pairs {
+            if a as usize >= self.n || b as usize >= self.n {
+                return Err(Error::InvalidArgument(format!(
+                    "pair ({a}, {b}) out of range for {} documents",
+                    self.n
+                )));
+            }
+            self.uf.union(a, b);
+        }
+        Ok(())
     }
 
     /// Joins the bands not joined yet and gives, for each document, the one kept for it.
@@ -517,7 +582,7 @@ mod tests {
         let config = ClusterConfig {
             bands: 2,
             rows: 2,
-            verify: None,
+            verify: Verify::Bands,
             keep: Keep::First,
         };
         let c = cluster(&k, 4, config, 1 << 20);
@@ -530,7 +595,7 @@ mod tests {
         assert_eq!(cluster(&k, 4, longest, 1 << 20).keeper, [2, 1, 2, 3, 4]);
         // Agreement 0.5 < 0.8: verification keeps them apart.
         let verified = ClusterConfig {
-            verify: Some(0.8),
+            verify: Verify::Signature(0.8),
             ..config
         };
         let c = cluster(&k, 4, verified, 1 << 20);
@@ -564,7 +629,7 @@ mod tests {
             }
         }
         let k = keys(&sigs, &lengths);
-        for verify in [None, Some(0.7)] {
+        for verify in [Verify::Bands, Verify::Signature(0.7)] {
             for keep in [Keep::First, Keep::Longest] {
                 let config = ClusterConfig {
                     bands: 4,
@@ -595,7 +660,7 @@ mod tests {
         let config = ClusterConfig {
             bands: 2,
             rows: 2,
-            verify: None,
+            verify: Verify::Bands,
             keep: Keep::First,
         };
         assert!(LshIndex::new(dir.path(), 3, config, 1 << 20).is_err());

@@ -8,11 +8,13 @@
 //! - [`banding`] and [`union_find`]: candidate pairs by LSH banding (band keys sorted, and
 //!   spilled to disk as sorted runs past a memory budget), optional verification, connected
 //!   components, one keeper per cluster.
+//! - [`exact`]: exact Jaccard similarity of candidate pairs, to verify them.
 //!
 //! The pipeline's `minhash_dedup` stage calls [`dedup_keys`] per batch (in parallel workers),
 //! then feeds every task's keys to one [`banding::LshIndex`] and joins its bands.
 
 pub mod banding;
+pub mod exact;
 mod numpy_rng;
 pub mod params;
 pub mod shingles;
