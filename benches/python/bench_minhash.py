@@ -80,6 +80,7 @@ def main() -> None:
     ap.add_argument("--end-to-end", metavar="OUT_DIR", help="also run the pipeline (2 workers) into OUT_DIR")
     ap.add_argument("--copies", type=int, nargs="+", default=[1, 4],
                     help="end to end over these numbers of copies of the corpus (memory against corpus size)")
+    ap.add_argument("--memory-mb", type=int, default=512, help="minhash_dedup's memory_mb in the end-to-end runs")
     ap.add_argument("--planted", type=int, default=0, metavar="N",
                     help="also measure precision/recall on N planted near-duplicate pairs (and N distractors)")
     ap.add_argument("--only", choices=["planted", "end-to-end"], help="run only this part")
@@ -91,7 +92,7 @@ def main() -> None:
         return
     if args.only == "end-to-end":
         for copies in args.copies:
-            end_to_end(args.corpus, args.end_to_end or "/tmp/minhash-e2e", copies)
+            end_to_end(args.corpus, args.end_to_end or "/tmp/minhash-e2e", copies, args.memory_mb)
         return
     sample = [d["text"] for d in load(args.corpus, args.sample_every)]
     mb = sum(len(t.encode()) for t in sample) / 1e6
@@ -142,7 +143,7 @@ def main() -> None:
         planted(args.corpus, args.planted, args.planted, seed=7, threshold=0.8)
     if args.end_to_end:
         for copies in args.copies:
-            end_to_end(args.corpus, args.end_to_end, copies)
+            end_to_end(args.corpus, args.end_to_end, copies, args.memory_mb)
 
 
 def recall(path: str) -> None:
@@ -208,7 +209,7 @@ class PeakRss:
         self.thread.join()
 
 
-def end_to_end(path: str, out: str, copies: int) -> None:
+def end_to_end(path: str, out: str, copies: int, memory_mb: int) -> None:
     """``pipeline.run`` with ``minhash_dedup`` alone on 2 workers, over ``copies`` hard links
     of the corpus (so every document has ``copies - 1`` exact duplicates)."""
     import tempfile
@@ -223,13 +224,13 @@ def end_to_end(path: str, out: str, copies: int) -> None:
             inputs.append(link)
         started = time.perf_counter()
         with PeakRss() as main_rss:
-            result = pipeline.run(inputs, out, config={"stages": [{"type": "minhash_dedup"}]}, workers=2,
-                                  overwrite=True)
+            result = pipeline.run(inputs, out, config={"stages": [{"type": "minhash_dedup", "memory_mb": memory_mb}]},
+                                  workers=2, overwrite=True)
         seconds = time.perf_counter() - started
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     stats = result.stats["minhash_dedup"].as_dict()
     print(f"\nend to end, {copies} cop{'y' if copies == 1 else 'ies'} of the corpus (pipeline.run, 2 workers, "
-          f"minhash_dedup only): {stats['in']} documents, {seconds:.1f} s; peak RSS: a worker {workers:.0f} MB, "
+          f"minhash_dedup only, memory_mb {memory_mb}): {stats['in']} documents, {seconds:.1f} s; peak RSS: a worker {workers:.0f} MB, "
           f"main process {main_rss.peak['VmRSS']} MB (of it anonymous {main_rss.peak['RssAnon']} MB); stats {stats}")
 
 

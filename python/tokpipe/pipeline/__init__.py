@@ -9,7 +9,7 @@ equivalent of ``tokpipe clean``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register, registered_stages
@@ -20,14 +20,16 @@ __all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "regis
 
 
 def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
-        config: PipelineConfig | dict[str, Any] | str | os.PathLike[str] | None = None, **options: Any) -> Any:
+        config: PipelineConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
+        progress: Callable[[Any], None] | None = None, **options: Any) -> Any:
     """Run a pipeline over ``inputs`` into ``out_dir`` on local worker processes.
 
     ``config`` is a :class:`PipelineConfig`, a dict like a config file's content, a path to
     a YAML/TOML file, or None for the default pipeline. ``options`` are
     :class:`tokpipe.pipeline.engines.RunOptions` fields (``workers``, ``shard_size``,
     ``strict``, ``overwrite``) plus reader options (``text_field``, ``id_field``, ``split``).
-    Returns the :class:`tokpipe.pipeline.engines.RunResult`.
+    ``progress``, if given, is called with a :class:`tokpipe.pipeline.engines.ProgressUpdate`
+    as each phase advances. Returns the :class:`tokpipe.pipeline.engines.RunResult`.
     """
     from dataclasses import fields
 
@@ -43,7 +45,7 @@ def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str
     reader_names = {f.name for f in fields(ReaderOptions)} - {"strict"}
     reader = ReaderOptions(**{k: options.pop(k) for k in list(options) if k in reader_names},
                            strict=options.get("strict", False))
-    return LocalExecutor(parsed, inputs, out_dir, RunOptions(reader=reader, **options)).run()
+    return LocalExecutor(parsed, inputs, out_dir, RunOptions(reader=reader, **options), progress=progress).run()
 
 
 def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any:

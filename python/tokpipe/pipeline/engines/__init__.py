@@ -1,5 +1,5 @@
 """Where a pipeline runs: ``local`` (worker processes on this machine, the default)."""
 
-from tokpipe.pipeline.engines.local import LocalExecutor, RunOptions, RunResult
+from tokpipe.pipeline.engines.local import LocalExecutor, ProgressUpdate, RunOptions, RunResult
 
-__all__ = ["LocalExecutor", "RunOptions", "RunResult"]
+__all__ = ["LocalExecutor", "ProgressUpdate", "RunOptions", "RunResult"]

@@ -621,13 +621,23 @@ class _LazyColumns(Sequence[pa.Array]):
 
 def _gather(files: list[list[Path]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
     """One column's values at sorted global ``positions`` (task after task, ``sizes``
-    documents each), reading only the tasks that hold them."""
+    documents each), reading only the row groups that hold them, one at a time."""
     bounds = np.cumsum([0, *sizes])
     parts = []
-    for i, f in enumerate(files):
-        here = positions[(positions >= bounds[i]) & (positions < bounds[i + 1])]
-        if len(here):
-            parts.append(_read_column(f, column, pa.string()).take(pa.array(here - bounds[i])))
+    for i, task_files in enumerate(files):
+        here = positions[(positions >= bounds[i]) & (positions < bounds[i + 1])] - bounds[i]
+        if not len(here):
+            continue
+        start = 0
+        for f in task_files:
+            shard = pq.ParquetFile(f)
+            for group in range(shard.num_row_groups):
+                rows = shard.metadata.row_group(group).num_rows
+                lo, hi = np.searchsorted(here, [start, start + rows])
+                if hi > lo:
+                    values = shard.read_row_group(group, columns=[column]).column(column)
+                    parts.extend(values.take(pa.array(here[lo:hi] - start)).chunks)
+                start += rows
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
 
 

@@ -164,6 +164,8 @@ class MinhashDedup(GlobalStage):
                     lengths.append(data.reshape(-1, width)[:, :8].copy().view("<u8").ravel())
                 sizes.append(len(k))
                 progress("signatures", done, tasks)
+                del k
+                pa.default_memory_pool().release_unused()
             for band in range(bands):
                 progress("bands", band, bands)
                 index.join_band()
@@ -210,5 +212,7 @@ class MinhashDedup(GlobalStage):
                                                 self.lowercase) >= self.threshold
             index.union_pairs(np.ascontiguousarray(chunk[similar]))
             rejected += int((~similar).sum())
+            del texts
+            pa.default_memory_pool().release_unused()
             progress("exact check", end, total)
         return rejected
