@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from datasketch import MinHash, MinHashLSH
 from datasketch.lsh import _optimal_param
 
@@ -94,3 +96,36 @@ def test_bands_and_rows_equal_datasketch(num_perm: int) -> None:
         assert optimal_params(threshold, num_perm) == expected, threshold
     for weights in [(0.2, 0.8), (0.9, 0.1)]:
         assert optimal_params(0.7, num_perm, *weights) == _optimal_param(0.7, num_perm, *weights)
+
+
+TRICKY = [
+    "ΟΔΥΣΣΕΥΣ ΣΟΦΟΣ Σ ΣΑΣ ΑΣ. ΣΑΣ, Σ",  # final sigma: ς at a word's end, σ elsewhere
+    "İSTANBUL ıi İi ǅungla ΐ ẞtraße",  # lowercasing that changes length
+    "a\x1cb\x1dc\x1ed\x1fe\u00a0f\u2003g\u3000h\u2028i\u0085j",  # Python whitespace, not all of it Rust's
+    "word " * 3 + "x" * 54 + " " + "y" * 55 + " " + "z" * 56 + " " + "w" * 119 + " " + "v" * 120 + " end",
+    ("短い日本語の文と、ずっと長い漢字の連なり" * 4 + " ") * 3,  # long "words" without spaces
+]
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "legacy"])
+@pytest.mark.parametrize(("kind", "n"), [("word", 5), ("word", 1), ("char", 5), ("char", 30)])
+def test_tricky_text_equals_datasketch(scheme: str, kind: str, n: int) -> None:
+    """Lowercasing that Python does in context (final sigma), whitespace only Python counts,
+    and shingles of every SHA-1 block count (one block up to 55 bytes, two up to 119, more
+    past that), which take different hashing paths."""
+    texts = TRICKY + ["\n".join(TRICKY)]
+    ours = minhash_signatures(pa.array(texts), 128, 1, scheme, kind, n, n)
+    for i, text in enumerate(texts):
+        expected = datasketch_signature(reference_shingles(text, kind, n), 128, 1, scheme)
+        assert np.array_equal(ours[i].astype(np.uint64), expected), repr(text[:40])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("aAbΣσςİIıZ ßẞ\u00a0\x1c\t\n漢字かな.,-") | st.characters(),
+                        max_size=80), min_size=1, max_size=8))
+def test_generated_text_equals_datasketch(texts: list[str]) -> None:
+    for kind, n in (("word", 2), ("char", 3)):
+        ours = minhash_signatures(pa.array(texts, pa.string()), 32, 7, "affine32", kind, n, n)
+        for i, text in enumerate(texts):
+            expected = datasketch_signature(reference_shingles(text, kind, n), 32, 7, "affine32")
+            assert np.array_equal(ours[i].astype(np.uint64), expected), repr(text)

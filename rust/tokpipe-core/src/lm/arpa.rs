@@ -271,6 +271,8 @@ pub fn write_entry(
 }
 
 #[cfg(test)]
+// -0.30103 and the like are log10 probabilities as ARPA files print them, not log10(2).
+#[allow(clippy::approx_constant)]
 mod tests {
     use super::*;
 

@@ -17,6 +17,7 @@ pub mod banding;
 pub mod exact;
 mod numpy_rng;
 pub mod params;
+pub mod sha1x2;
 pub mod shingles;
 pub mod signature;
 pub mod union_find;

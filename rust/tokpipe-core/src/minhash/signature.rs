@@ -12,9 +12,10 @@
 //!
 //! An empty set's signature is all `u32::MAX` (datasketch's initial value in both schemes).
 //!
-//! Speed: SHA-1 of a shingle is the cost. A shingle of up to 55 bytes is one padded block fed
-//! straight to the `sha1` crate's compression function (SHA-NI when the CPU has it), skipping
-//! the streaming hasher; the permutations are a loop over flat `u32`/`u64` arrays that the
+//! Speed: SHA-1 of a shingle is the cost. A shingle of up to 55 bytes is one padded block;
+//! with the CPU's SHA extensions two such blocks are compressed at once, their instruction
+//! chains interleaved ([`super::sha1x2`]), else each goes straight to the `sha1` crate's
+//! compression function, skipping the streaming hasher; the permutations are a loop over flat `u32`/`u64` arrays that the
 //! compiler vectorises (AVX2 when the CPU has it, chosen at run time).
 
 use super::numpy_rng::RandomState;
@@ -122,6 +123,8 @@ pub struct MinHasher {
     b32: Vec<u32>,
     a64: Vec<u64>,
     b64: Vec<u64>,
+    /// SHA-1 two shingles at a time with the CPU's SHA extensions ([`super::sha1x2`]).
+    sha1_pairs: bool,
 }
 
 impl MinHasher {
@@ -160,6 +163,7 @@ impl MinHasher {
             b32,
             a64,
             b64,
+            sha1_pairs: super::sha1x2::available(),
         })
     }
 
@@ -278,6 +282,47 @@ pub fn sign_into(
 ) {
     mins.fill(u32::MAX);
     hashes.clear();
+    #[cfg(target_arch = "x86_64")]
+    if hasher.hashfunc == HashFunc::Sha1 && hasher.sha1_pairs {
+        use super::sha1x2::{pad, sha1_first_words_x2, MAX_MESSAGE};
+        // A shingle waits for another of as many blocks (1 or 2) to be hashed with it; a
+        // longer one is hashed on its own. The order in which hashes reach the minima does
+        // not matter.
+        let mut padded = [[0u8; 128]; 2];
+        let mut scratch = [0u8; 128];
+        let mut waiting = [false; 2];
+        shingler.for_each(text, config, |s| {
+            if s.len() > MAX_MESSAGE {
+                hashes.push(sha1_hash32(s));
+            } else {
+                let blocks = pad(s, &mut scratch);
+                let slot = blocks - 1;
+                if waiting[slot] {
+                    // SAFETY: the CPU has the SHA extensions (`sha1_pairs`).
+                    let words = unsafe { sha1_first_words_x2([&padded[slot], &scratch], blocks) };
+                    hashes.extend(words.map(u32::swap_bytes));
+                    waiting[slot] = false;
+                } else {
+                    padded[slot] = scratch;
+                    waiting[slot] = true;
+                }
+            }
+            if hashes.len() >= 64 {
+                hasher.update_hashes(mins, hashes);
+                hashes.clear();
+            }
+        });
+        for slot in 0..2 {
+            if waiting[slot] {
+                // SAFETY: as above.
+                let words =
+                    unsafe { sha1_first_words_x2([&padded[slot], &padded[slot]], slot + 1) };
+                hashes.push(words[0].swap_bytes());
+            }
+        }
+        hasher.update_hashes(mins, hashes);
+        return;
+    }
     shingler.for_each(text, config, |s| {
         hashes.push(hasher.hash(s));
         if hashes.len() == 64 {

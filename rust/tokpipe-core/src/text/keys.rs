@@ -22,6 +22,30 @@ pub(crate) fn is_python_whitespace(c: char) -> bool {
 /// The normalised form of one text (see the module docs), into `out` (cleared first).
 pub fn normalise_into(text: &str, lowercase: bool, collapse_whitespace: bool, out: &mut String) {
     out.clear();
+    // One pass, character by character, into the reused buffer. Lowercasing is per character
+    // but for Σ, whose lower case depends on its place in a word (final ς), the rule Python's
+    // `str.lower` and Rust's `str::to_lowercase` follow: text with a Σ takes the slow path.
+    if !(lowercase && text.contains('Σ')) {
+        let mut pending_space = false;
+        for c in text.chars() {
+            if collapse_whitespace && is_python_whitespace(c) {
+                pending_space = !out.is_empty();
+                continue;
+            }
+            if pending_space {
+                out.push(' ');
+                pending_space = false;
+            }
+            if !lowercase {
+                out.push(c);
+            } else if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
+        }
+        return;
+    }
     let lowered;
     let text = if lowercase {
         lowered = text.to_lowercase();
