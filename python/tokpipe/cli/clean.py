@@ -107,12 +107,17 @@ def stats_table(stats: dict[str, dict[str, Any]]) -> str:
               help="How .txt files become documents: one per file, per line, or per paragraph.")
 @click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input instead of recording it in errors.jsonl.")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the work runs: processes on this machine, or a Ray cluster (pip install 'tokpipe[ray]'; "
+                   "inputs and OUTPUT must be on storage every node sees).")
+@click.option("--ray-address", default=None,
+              help="With --engine ray: the cluster to join ('auto', 'ray://head:10001'); default: start a local Ray.")
 @click.option("--print-config", is_flag=True, help="Print the effective pipeline config (YAML) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
 @friendly_errors
 def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Path | None, workers: int | None,
                   shard_size: str, task_size: str, text_field: str, id_field: str, split: str, strict: bool, overwrite: bool,
-                  print_config: bool, quiet: bool) -> None:
+                  engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
     """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet.
 
     Rerunning the same command after a crash or kill finishes only what is left; the output
@@ -143,7 +148,16 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
     options = RunOptions(workers=workers or os.cpu_count() or 1, shard_size=size, strict=strict,
                          overwrite=overwrite, reader=reader)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
-    executor = LocalExecutor(config, inputs, output, options, progress=progress)
+    if engine == "ray":
+        from tokpipe.pipeline.engines.ray import RAY_INSTALL_HINT, RayExecutor, ray_available
+
+        if not ray_available():
+            raise UsageError(RAY_INSTALL_HINT)
+        executor: LocalExecutor = RayExecutor(config, inputs, output, options, progress=progress, address=ray_address)
+    else:
+        if ray_address is not None:
+            raise UsageError("--ray-address needs --engine ray")
+        executor = LocalExecutor(config, inputs, output, options, progress=progress)
     try:
         result = executor.run()
     except CorpusError as e:  # planning: a missing input, no input files

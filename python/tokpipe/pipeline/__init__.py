@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register, registered_stages
 from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, load_config, parse_config
 
@@ -21,7 +22,8 @@ __all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "regis
 
 def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
         config: PipelineConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
-        progress: Callable[[Any], None] | None = None, **options: Any) -> Any:
+        progress: Callable[[Any], None] | None = None, engine: str = "local", ray_address: str | None = None,
+        **options: Any) -> Any:
     """Run a pipeline over ``inputs`` into ``out_dir`` on local worker processes.
 
     ``config`` is a :class:`PipelineConfig`, a dict like a config file's content, a path to
@@ -29,7 +31,10 @@ def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str
     :class:`tokpipe.pipeline.engines.RunOptions` fields (``workers``, ``shard_size``,
     ``strict``, ``overwrite``) plus reader options (``text_field``, ``id_field``, ``split``).
     ``progress``, if given, is called with a :class:`tokpipe.pipeline.engines.ProgressUpdate`
-    as each phase advances. Returns the :class:`tokpipe.pipeline.engines.RunResult`.
+    as each phase advances. ``engine``: ``"local"`` (processes on this machine) or ``"ray"``
+    (a Ray cluster: ``ray_address``, or the Ray already started in this process, else a new
+    local one; ``pip install 'tokpipe[ray]'``). Returns the
+    :class:`tokpipe.pipeline.engines.RunResult`.
     """
     from dataclasses import fields
 
@@ -45,7 +50,16 @@ def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str
     reader_names = {f.name for f in fields(ReaderOptions)} - {"strict"}
     reader = ReaderOptions(**{k: options.pop(k) for k in list(options) if k in reader_names},
                            strict=options.get("strict", False))
-    return LocalExecutor(parsed, inputs, out_dir, RunOptions(reader=reader, **options), progress=progress).run()
+    run_options = RunOptions(reader=reader, **options)
+    if engine == "ray":
+        from tokpipe.pipeline.engines.ray import RayExecutor
+
+        return RayExecutor(parsed, inputs, out_dir, run_options, progress=progress, address=ray_address).run()
+    if engine != "local":
+        raise InvalidArgumentError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if ray_address is not None:
+        raise InvalidArgumentError("ray_address needs engine='ray'")
+    return LocalExecutor(parsed, inputs, out_dir, run_options, progress=progress).run()
 
 
 def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any:

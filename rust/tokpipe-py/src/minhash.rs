@@ -283,6 +283,21 @@ impl PyLshIndex {
         Ok(PyBytes::new(py, &u32_bytes(&flat)))
     }
 
+    /// Keeps no band keys: candidates will come from `offer_pairs`. Before any `add`.
+    fn band_elsewhere(&mut self) -> PyResult<()> {
+        self.index()?.band_elsewhere();
+        Ok(())
+    }
+
+    /// Candidate pairs from a band join done elsewhere (little-endian u32s, two by two),
+    /// instead of `join_band`; see `LshIndex::offer_pairs`.
+    fn offer_pairs(&mut self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let buffer = PyUntypedBuffer::get(pairs)?;
+        let pairs = u32_pairs(bytes_of(&buffer)?)?;
+        let index = self.index()?;
+        py.detach(|| index.offer_pairs(&pairs)).py()
+    }
+
     /// Joins the pairs given as little-endian u32s (first, second, ...).
     fn union_pairs(&mut self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
         let buffer = PyUntypedBuffer::get(pairs)?;
@@ -404,6 +419,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minhash_permutations, m)?)?;
     m.add_function(wrap_pyfunction!(minhash_optimal_params, m)?)?;
     m.add_class::<PyLshIndex>()?;
+    m.add(
+        "MINHASH_REPRESENTATIVES",
+        tokpipe_core::minhash::banding::MAX_REPRESENTATIVES,
+    )?;
     m.add_function(wrap_pyfunction!(minhash_pair_similarities, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_keys, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_decide, m)?)?;

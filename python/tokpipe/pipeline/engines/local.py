@@ -383,9 +383,7 @@ class LocalExecutor:
         reader = asdict(self.options.reader)
         reader["strict"] = self.options.strict
         workers = max(1, self.options.workers)
-        pool: cf.Executor | None = None
-        if workers > 1:
-            pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = self._pool(workers)
         tasks_run = 0
         try:
             previous_global: dict[str, Any] | None = None
@@ -405,6 +403,17 @@ class LocalExecutor:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         return self._finish(tasks, packs, tasks_run)
+
+    def _pool(self, workers: int) -> cf.Executor | None:
+        """Where work units run: worker processes, or this process for one worker."""
+        if workers > 1:
+            return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        return None
+
+    def _decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
+                      files: list[list[Path]], sizes: list[int]) -> list[Any]:
+        """A global stage's decision over every task's keys (another engine may distribute it)."""
+        return stage.decide(keys, context)
 
     def _decide(self, k: int, tasks: list[Task], spec: StageSpec) -> None:
         done = self.state / f"global{k}" / "done.json"
@@ -426,7 +435,7 @@ class LocalExecutor:
         def column(name: str, positions: np.ndarray) -> pa.Array:
             return _gather(files, sizes, name, positions)
 
-        decided = stage.decide(keys, DecideContext(scratch, progress, column))
+        decided = self._decide_stage(stage, keys, DecideContext(scratch, progress, column), files, sizes)
         shutil.rmtree(scratch, ignore_errors=True)
         decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in decided]
         del keys, decided

@@ -38,7 +38,11 @@ from tokpipe.pipeline.base import DecideContext, GlobalStage, register, scratch_
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import minhash_dedup_keys, minhash_pair_similarities
 
-__all__ = ["MinhashDedup", "optimal_params"]
+__all__ = ["MinhashDedup", "optimal_params", "REPRESENTATIVES"]
+
+#: Members of a band bucket each member is paired with (``tokpipe_core::minhash::banding::
+#: MAX_REPRESENTATIVES``): a band join done elsewhere must pair the same way.
+REPRESENTATIVES: int = _core.MINHASH_REPRESENTATIVES
 
 
 def optimal_params(threshold: float, num_perm: int, false_positive_weight: float = 0.5,
@@ -141,6 +145,21 @@ class MinhashDedup(GlobalStage):
                                   self.ngram, self.char_ngram, self.lowercase, self.hashfunc)
 
     def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[np.ndarray]:
+        return self._decide(keys, context, None)
+
+    def decide_with_candidates(self, keys: Sequence[pa.Array], candidates: np.ndarray,
+                               context: DecideContext | None = None) -> list[np.ndarray]:
+        """``decide`` with the band join done elsewhere (the Ray engine's groupby):
+        ``candidates`` holds pairs of global positions, shape ``(k, 2)``, pairing every member
+        of each bucket of equal band values (in position order) with the bucket's first
+        ``REPRESENTATIVES`` members. The clusters are ``decide``'s. Needs ``verify`` exact or
+        none (signature verification depends on the order within a bucket)."""
+        if self.verify == "signature":
+            raise InvalidArgumentError("minhash_dedup: verify='signature' needs the band join done in decide")
+        return self._decide(keys, context, np.ascontiguousarray(candidates, dtype="<u4"))
+
+    def _decide(self, keys: Sequence[pa.Array], context: DecideContext | None,
+                candidates: np.ndarray | None) -> list[np.ndarray]:
         bands, rows = self.lsh_params()
         context = context or DecideContext()
         if self.verify == "exact" and context.column is None:
@@ -153,6 +172,8 @@ class MinhashDedup(GlobalStage):
         with scratch_space(context) as scratch:
             index = _core.LshIndex(scratch, self.num_perm, bands, rows, self.verify, self.threshold, self.keep,
                                    self.memory_mb << 20)
+            if candidates is not None:
+                index.band_elsewhere()
             tasks = len(keys)
             progress("signatures", 0, tasks)
             for done, k in enumerate(keys, 1):
@@ -166,19 +187,22 @@ class MinhashDedup(GlobalStage):
                 progress("signatures", done, tasks)
                 del k
                 pa.default_memory_pool().release_unused()
-            for band in range(bands):
-                progress("bands", band, bands)
-                index.join_band()
-            progress("bands", bands, bands)
+            if candidates is None:
+                for band in range(bands):
+                    progress("bands", band, bands)
+                    index.join_band()
+                progress("bands", bands, bands)
+            else:
+                index.offer_pairs(candidates)
             if self.verify == "exact":
                 assert context.column is not None
                 length = np.concatenate(lengths) if lengths else np.zeros(0, dtype="<u8")
                 stats["candidates_rejected"] += self._exact_check(index, length, context.column, progress)
             del lengths
-            raw, candidates, rejected, spilled = index.finish()
+            raw, candidate_count, rejected, spilled = index.finish()
         keeper = np.frombuffer(raw, dtype="<u4").astype(np.int64)
         stats["bands"], stats["rows"] = bands, rows
-        stats["candidates"] += candidates
+        stats["candidates"] += candidate_count
         stats["candidates_rejected"] += rejected
         stats["spilled_runs"] += spilled
         positions, counts = np.unique(keeper, return_counts=True)

@@ -169,6 +169,8 @@ pub struct LshIndex {
     uf: UnionFind,
     /// Pairs awaiting an exact check ([`Verify::Exact`]).
     pairs_to_check: Vec<(u32, u32)>,
+    /// False when candidates come from elsewhere ([`LshIndex::offer_pairs`]): no band keys.
+    band_here: bool,
     out: Clusters,
 }
 
@@ -212,8 +214,15 @@ impl LshIndex {
             next_band: 0,
             uf: UnionFind::new(0),
             pairs_to_check: Vec::new(),
+            band_here: true,
             out: Clusters::default(),
         })
+    }
+
+    /// Keeps no band keys: the candidates will come from [`Self::offer_pairs`]. Call it
+    /// before adding keys.
+    pub fn band_elsewhere(&mut self) {
+        self.band_here = false;
     }
 
     /// Documents added so far.
@@ -248,6 +257,10 @@ impl LshIndex {
         writer
             .write_all(keys)
             .map_err(|e| Error::io(&self.keys_path, e))?;
+        if !self.band_here {
+            self.n += count;
+            return Ok(());
+        }
         let (width, rows, first) = (self.width, self.config.rows, self.n as u32);
         // An empty document's signature (all u32::MAX) would share every band with every
         // other: it takes no part in banding.
@@ -444,6 +457,58 @@ impl LshIndex {
     pub fn take_pairs(&mut self) -> Result<Vec<(u32, u32)>> {
         while self.join_band()? > 0 {}
         Ok(std::mem::take(&mut self.pairs_to_check))
+    }
+
+    /// Takes candidate pairs found elsewhere (a distributed band join that pairs each member
+    /// of a band bucket, in position order, with the bucket's first [`MAX_REPRESENTATIVES`]
+    /// members) instead of joining bands here: with [`Verify::Bands`] they join; with
+    /// [`Verify::Exact`] they are screened as [`Self::join_band`] screens its own (equal
+    /// signatures join, those near the threshold await [`Self::take_pairs`]), so the
+    /// clusters come out the same. Signature verification depends on the order within each
+    /// bucket and is refused.
+    pub fn offer_pairs(&mut self, pairs: &[(u32, u32)]) -> Result<()> {
+        self.seal()?;
+        if let Some(&(a, b)) = pairs
+            .iter()
+            .find(|&&(a, b)| a as usize >= self.n || b as usize >= self.n)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "pair ({a}, {b}) out of range for {} documents",
+                self.n
+            )));
+        }
+        let floor = match self.config.verify {
+            Verify::Bands => None,
+            Verify::Exact(threshold) => Some(threshold - EXACT_PREFILTER_MARGIN),
+            Verify::Signature(_) => {
+                return Err(Error::InvalidArgument(
+                    "candidate pairs from elsewhere take verify 'exact' or 'none'".into(),
+                ))
+            }
+        };
+        self.next_band = self.config.bands;
+        for &(a, b) in pairs {
+            self.out.candidates += 1;
+            match floor {
+                None => {
+                    self.uf.union(a, b);
+                }
+                Some(floor) => {
+                    if self.uf.find(a) == self.uf.find(b) {
+                        continue;
+                    }
+                    let agree = agreement(self.signature(a), self.signature(b));
+                    if agree == 1.0 {
+                        self.uf.union(a, b);
+                    } else if agree >= floor {
+                        self.pairs_to_check.push((a.min(b), a.max(b)));
+                    }
+                }
+            }
+        }
+        self.pairs_to_check.par_sort_unstable();
+        self.pairs_to_check.dedup();
+        Ok(())
     }
 
     /// Joins pairs of documents (after the caller's exact check).
@@ -671,6 +736,108 @@ mod tests {
                     .any(|(i, &k)| k as usize != i));
             }
         }
+    }
+
+    /// Families of near-copies: each member differs from its family's base in a few
+    /// values, so some bands collide and verification has work to do.
+    fn families(num_perm: usize) -> Vec<u8> {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut sigs = Vec::new();
+        let mut lengths = Vec::new();
+        for family in 0..60u64 {
+            let base: Vec<u32> = (0..num_perm).map(|_| next() as u32).collect();
+            for member in 0..(1 + family % 5) {
+                let mut sig = base.clone();
+                for _ in 0..member * 2 {
+                    sig[next() as usize % num_perm] = next() as u32;
+                }
+                sigs.push(sig);
+                lengths.push(next() % 1000);
+            }
+        }
+        sigs.push(vec![u32::MAX; num_perm]);
+        lengths.push(0);
+        keys(&sigs, &lengths)
+    }
+
+    #[test]
+    fn exact_mode_candidates_spilled_banded_or_offered() {
+        let num_perm = 16;
+        let k = families(num_perm);
+        let config = ClusterConfig {
+            bands: 4,
+            rows: 4,
+            verify: Verify::Exact(0.7),
+            keep: Keep::First,
+        };
+        // The pairs the index offers for checking, and the clusters when every one passes.
+        let banded = |budget: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut index = LshIndex::new(dir.path(), num_perm, config, budget).unwrap();
+            for chunk in k.chunks(5 * key_bytes(num_perm)) {
+                index.add(chunk).unwrap();
+            }
+            let pairs = index.take_pairs().unwrap();
+            index.union_pairs(&pairs).unwrap();
+            (pairs, index.finish().unwrap().keeper)
+        };
+        let (in_memory, spilled) = (banded(1 << 30), banded(64 * PAIR_BYTES_IN_MEMORY));
+        assert!(!in_memory.0.is_empty());
+        assert!(in_memory.0.windows(2).all(|w| w[0] < w[1]));
+        assert!(in_memory.0.iter().all(|&(a, b)| a < b));
+        assert_eq!(in_memory, spilled);
+
+        // The same candidates found by a band join elsewhere (each bucket member with the
+        // bucket's first members, buckets by equal band values) give the same clusters.
+        let width = key_bytes(num_perm);
+        let mut offered = Vec::new();
+        for band in 0..4 {
+            let mut buckets: std::collections::BTreeMap<Vec<u8>, Vec<u32>> = Default::default();
+            for (i, key) in k.chunks(width).enumerate() {
+                if key[8..].iter().any(|&b| b != 0xFF) {
+                    let values = key[8 + band * 16..8 + (band + 1) * 16].to_vec();
+                    buckets.entry(values).or_default().push(i as u32);
+                }
+            }
+            for members in buckets.values() {
+                for (m, &i) in members.iter().enumerate().skip(1) {
+                    for &rep in &members[..m.min(MAX_REPRESENTATIVES)] {
+                        offered.push((rep, i));
+                    }
+                }
+            }
+        }
+        for verify in [Verify::Exact(0.7), Verify::Bands] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = ClusterConfig { verify, ..config };
+            let mut index = LshIndex::new(dir.path(), num_perm, config, 1 << 20).unwrap();
+            index.band_elsewhere();
+            index.add(&k).unwrap();
+            index.offer_pairs(&offered).unwrap();
+            let to_check = index.take_pairs().unwrap();
+            index.union_pairs(&to_check).unwrap();
+            let keeper = index.finish().unwrap().keeper;
+            if verify == Verify::Bands {
+                assert!(to_check.is_empty());
+                assert_eq!(keeper, cluster(&k, num_perm, config, 1 << 20).keeper);
+            } else {
+                assert_eq!(keeper, in_memory.1);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let signature = ClusterConfig {
+            verify: Verify::Signature(0.7),
+            ..config
+        };
+        let mut index = LshIndex::new(dir.path(), num_perm, signature, 1 << 20).unwrap();
+        index.add(&k).unwrap();
+        assert!(index.offer_pairs(&offered).is_err());
     }
 
     #[test]
