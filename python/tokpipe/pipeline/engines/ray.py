@@ -191,8 +191,12 @@ def _partitions(items: list[dict[str, Any]]) -> int:
 
 
 def _exact_keepers(files: list[list[Path]], sizes: list[int]) -> np.ndarray:
-    """For every document, the position of the first document with its key: a Ray Data
-    groupby over the keys of every task."""
+    """For every document, the position of the first document with its key, by Ray Data:
+    a hash aggregation of the keys (count and first position per key) finds the keys held
+    more than once; a second pass over the keys gives the documents holding them their
+    keeper. Nothing runs per document in Python."""
+    from ray.data.aggregate import Count, Min
+
     total = int(sum(sizes))
     keeper = np.arange(total, dtype=np.int64)
     items = _task_items(files, sizes)
@@ -206,15 +210,44 @@ def _exact_keepers(files: list[list[Path]], sizes: list[int]) -> np.ndarray:
             tables.append(pa.table({"key": k.cast(pa.binary()), "pos": positions}))
         return pa.concat_tables(tables)
 
-    def first(group: pa.Table) -> pa.Table:
-        positions = group.column("pos").to_numpy()
-        return pa.table({"pos": positions, "keeper": np.full(len(positions), positions.min(), dtype=np.int64)})
+    keyed = _items_dataset(items).map_batches(keys, batch_size=1, batch_format="pyarrow").materialize()
+    firsts = keyed.groupby("key", num_partitions=_partitions(items)).aggregate(Count(), Min("pos", alias_name="first"))
+    shared, first = [np.zeros(0, "S16")], [np.zeros(0, np.int64)]
+    for batch in firsts.iter_batches(batch_format="pyarrow", batch_size=None):
+        many = batch.column("count()").to_numpy() > 1
+        shared.append(_fixed16(batch.column("key"))[many])
+        first.append(batch.column("first").to_numpy()[many])
+    shared_keys = np.concatenate(shared)
+    if not len(shared_keys):
+        return keeper
+    first_of = np.concatenate(first)
+    order = np.argsort(shared_keys)
+    wanted = _ray().put((shared_keys[order], first_of[order]))
 
-    joined = _items_dataset(items).map_batches(keys, batch_size=1, batch_format="pyarrow") \
-        .groupby("key", num_partitions=_partitions(items)).map_groups(first, batch_format="pyarrow")
-    for batch in joined.iter_batches(batch_format="pyarrow", batch_size=None):
+    def keepers(batch: pa.Table) -> pa.Table:
+        sorted_keys, sorted_first = _ray().get(wanted)
+        k = _fixed16(batch.column("key"))
+        hit = np.isin(k, sorted_keys)
+        return pa.table({"pos": batch.column("pos").to_numpy()[hit],
+                         "keeper": sorted_first[np.searchsorted(sorted_keys, k[hit])]})
+
+    for batch in keyed.map_batches(keepers, batch_format="pyarrow").iter_batches(batch_format="pyarrow",
+                                                                                 batch_size=None):
         keeper[batch.column("pos").to_numpy()] = batch.column("keeper").to_numpy()
     return keeper
+
+
+def _fixed16(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A binary column of 16-byte keys as a numpy ``S16`` array, from its data buffer."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if len(column) == 0:
+        return np.zeros(0, "S16")
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset:column.offset + len(column) + 1]
+    if not (np.diff(offsets) == 16).all():
+        raise ValueError("exact_dedup keys must be 16 bytes")
+    data = np.frombuffer(column.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return data.view("S16")
 
 
 def _band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:

@@ -1,0 +1,74 @@
+"""The Ray engine against the local one: throughput of the same pipeline against the number
+of workers, on the same input.
+
+    PYTHONPATH=python python3 benches/python/bench_ray.py [/work/bench_corpus/docs.jsonl]
+        [--mb 60] [--workers 1 2] [--out /tmp/bench-ray]
+
+The input is the first ``--mb`` MB of the corpus (whole lines), the pipeline
+``exact_dedup``, ``gopher_quality``, ``minhash_dedup``. Ray runs on a local instance with as
+many CPUs as the largest worker count; its start-up is not timed. Both engines' outputs are
+checked to hold the same documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import pyarrow.parquet as pq
+
+CONFIG = {"stages": [{"type": "exact_dedup"}, {"type": "gopher_quality"}, {"type": "minhash_dedup"}]}
+
+
+def kept_ids(out: str) -> list[str]:
+    files = sorted(f for f in os.listdir(out) if f.startswith("part-"))
+    return sorted(i for f in files for i in pq.read_table(os.path.join(out, f), columns=["id"]).column("id").to_pylist())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("--mb", type=int, default=60)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--out", default="/tmp/bench-ray")
+    args = ap.parse_args()
+
+    import ray
+
+    import tokpipe.pipeline as pipeline
+
+    os.makedirs(args.out, exist_ok=True)
+    sample = os.path.join(args.out, "input.jsonl")
+    budget = args.mb << 20
+    with open(args.corpus, encoding="utf-8") as src, open(sample, "w", encoding="utf-8") as dst:
+        for line in src:
+            if budget <= 0:
+                break
+            dst.write(line)
+            budget -= len(line.encode())
+    mb = os.path.getsize(sample) / 1e6
+    cores = len(os.sched_getaffinity(0))
+    print(f"input: {mb:.1f} MB ({args.corpus}); {cores} cores; pipeline: exact_dedup, gopher_quality, minhash_dedup")
+    ray.init(num_cpus=max(args.workers), include_dashboard=False, log_to_driver=False, configure_logging=False)
+    print("| engine | workers | seconds | MB/s |")
+    print("|---|---:|---:|---:|")
+    outputs = {}
+    for engine in ("local", "ray"):
+        for workers in args.workers:
+            out = os.path.join(args.out, f"{engine}-{workers}")
+            started = time.perf_counter()
+            # task_bytes: tasks of 8 MB, so there are enough of them to spread over workers.
+            pipeline.run([sample], out, config=CONFIG, workers=workers, engine=engine, overwrite=True,
+                         task_bytes=8 << 20)
+            seconds = time.perf_counter() - started
+            outputs[(engine, workers)] = kept_ids(out)
+            print(f"| {engine} | {workers} | {seconds:.1f} | {mb / seconds:.1f} |", flush=True)
+    ray.shutdown()
+    reference = outputs[("local", args.workers[0])]
+    assert all(ids == reference for ids in outputs.values()), "engines or worker counts disagree"
+    print(f"\nevery run kept the same {len(reference):,} documents")
+
+
+if __name__ == "__main__":
+    main()
