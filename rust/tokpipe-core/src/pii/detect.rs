@@ -153,6 +153,13 @@ fn emails(text: &str, out: &mut Vec<RawSpan>) {
                 continue;
             }
         }
+        // Inside a URL's authority (`scheme://user:pa!ss@host`): the URL detector's.
+        let token_start = text[..start]
+            .rfind(|c: char| c.is_whitespace() || c == '"' || c == '<' || c == '(')
+            .map_or(0, |p| p + 1);
+        if start - token_start < 512 && text[token_start..start].contains("://") {
+            continue;
+        }
         // `user@host.example.com:~$` (a shell prompt), `git@github.com:org/repo` (an SSH remote).
         if t.get(end) == Some(&b':')
             && t.get(end + 1)
@@ -619,7 +626,16 @@ fn runs(groups: &[Group]) -> Vec<(usize, usize)> {
             b += 1;
         }
         out.push((a, b));
-        a = b;
+        // Inside a run joined by spaces each number stands alone too (`24 516989195708207610`).
+        if b - a > 1 && groups[a].sep == b' ' {
+            out.extend((a..b).map(|g| (g, g + 1)));
+        }
+        // The last group may open a run with another separator (`0 552-40-0600`).
+        a = if b < groups.len() && groups[b - 1].sep != 0 && b - a > 1 {
+            b - 1
+        } else {
+            b
+        };
     }
     out
 }
@@ -662,17 +678,33 @@ fn cluster(
         let cluster = &text[cs..ce];
         if cluster.contains('+') {
             for m in PHONE_INTL.find_iter(cluster) {
-                let (s, e) = (cs + m.start(), cs + m.end());
-                let n = t[s..e].iter().filter(|b| b.is_ascii_digit()).count();
-                // `+192.168.1.2` is an address with a sign, not a phone number.
-                let dotted_quad = t[s + 1..e].iter().filter(|&&b| b == b'.').count() == 3
-                    && t[s + 1..e].iter().all(|&b| b == b'.' || b.is_ascii_digit());
-                if !dotted_quad
-                    && (8..=15).contains(&n)
-                    && bounded(t, s, e)
-                    && !before(t, s).is_some_and(|b| b.is_ascii_digit())
-                {
-                    push(out, PiiType::Phone, s, e);
+                let s = cs + m.start();
+                // The match may run into a following number (`+1 (228) 712-0197 24px`): try
+                // it shorter, a digit group at a time.
+                let mut e = cs + m.end();
+                while e > s + 1 {
+                    let n = t[s..e].iter().filter(|b| b.is_ascii_digit()).count();
+                    // `+192.168.1.2` is an address with a sign, not a phone number.
+                    let dotted_quad = t[s + 1..e].iter().filter(|&&b| b == b'.').count() == 3
+                        && t[s + 1..e].iter().all(|&b| b == b'.' || b.is_ascii_digit());
+                    if !dotted_quad
+                        && (8..=15).contains(&n)
+                        && bounded(t, s, e)
+                        && !before(t, s).is_some_and(|b| b.is_ascii_digit())
+                    {
+                        push(out, PiiType::Phone, s, e);
+                        break;
+                    }
+                    if n < 8 {
+                        break;
+                    }
+                    // Drop the last digit group and the separators before it.
+                    while e > s + 1 && (t[e - 1].is_ascii_digit() || t[e - 1] == b')') {
+                        e -= 1;
+                    }
+                    while e > s + 1 && !t[e - 1].is_ascii_digit() && t[e - 1] != b')' {
+                        e -= 1;
+                    }
                 }
             }
         }
