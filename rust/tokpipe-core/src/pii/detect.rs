@@ -536,7 +536,7 @@ fn line_of(t: &[u8], i: usize) -> (usize, usize) {
 
 /// Whether a dotted quad at `t[s..e]` reads as a version number: see the module docs of the
 /// Python stage (the previous word is a version word, the line holds another dotted number
-/// of 3 or 5+ parts, the line is a Markdown heading or an RST heading's, or the quad opens the
+/// of 3 or 5+ parts or one written `v1.2`, the line is a Markdown heading or an RST heading's, or the quad opens the
 /// line followed by ` (`).
 fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
     let (ls, le) = line_of(t, s);
@@ -583,12 +583,13 @@ fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
     if lead.iter().all(|&b| matches!(b, b'*' | b'-' | b'[' | b' ')) && t[e..le].starts_with(b" (") {
         return true;
     }
-    // Another dotted number of 3 or 5+ parts on the line.
+    // Another dotted number on the line of 3 or 5+ parts, or written `v1.2.3.4`.
     let mut k = ls;
     while k < le {
-        if t[k].is_ascii_digit()
-            && (k == ls || !t[k - 1].is_ascii_alphanumeric() && t[k - 1] != b'.')
-        {
+        let word_start =
+            |i: usize| i == ls || !t[i - 1].is_ascii_alphanumeric() && t[i - 1] != b'.';
+        let v_prefixed = k > ls && (t[k - 1] == b'v' || t[k - 1] == b'V') && word_start(k - 1);
+        if t[k].is_ascii_digit() && (word_start(k) || v_prefixed) {
             let mut parts = 1;
             let mut j = k;
             while j < le
@@ -598,7 +599,7 @@ fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
                 parts += (t[j] == b'.') as usize;
                 j += 1;
             }
-            if (k < s || k >= e) && (parts == 3 || parts >= 5) {
+            if (k < s || k >= e) && (parts == 3 || parts >= 5 || (v_prefixed && parts >= 2)) {
                 return true;
             }
             k = j.max(k + 1);
