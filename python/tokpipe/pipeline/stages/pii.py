@@ -16,7 +16,8 @@ pass, and keeps a candidate only when its validator passes:
                      ``only_public_ip`` keeps only public ones (not private, loopback,
                      link-local, shared, documentation, multicast, reserved)
 ``phone``            ``+`` and a country code with 8 to 15 digits in all (E.164, with spaces,
-                     dots, dashes or a parenthesised group); US/NANP ``(415) 555-0132``,
+                     dots, dashes or a parenthesised group; 11 for ``+1``; the last group of
+                     two digits or more); US/NANP ``(415) 555-0132``,
                      ``415-555-0132``, ``415.555.0132``, ``1-800-...`` (area code and exchange
                      2-9); mainland China mobiles ``1[3-9]x xxxx xxxx`` (unseparated, or
                      3-4-4 with spaces or dashes) and landlines ``0AA(A)-NNNNNNN(N)``
@@ -35,7 +36,8 @@ pass, and keeps a candidate only when its validator passes:
                      whole block), and the *value* of ``api_key = "..."``, ``password: ...``,
                      ``token=...``, ``client_secret``... assignments (at least 6 characters, no
                      placeholder such as ``${VAR}``, ``<...>``, ``None``, ``changeme``, ``os.environ``;
-                     unquoted values must mix two character classes)
+                     unquoted values must mix two of lower case, upper case and digits and
+                     not start with ``-``)
 ``url_credentials``  ``scheme://user:password@host``: the span is the whole user info,
                      ``user:password`` (the user name is often a person's)
 ``mac_address``      six hex pairs all separated by ``:`` or all by ``-`` (not all-zero or
@@ -52,7 +54,8 @@ an account, and are scrubbed like any address.
 digit or another dotted number (``v1.2.3.4``, ``1.2.3.4.5``), when the word before it is a
 version or numbering word (``version``, ``v``, ``release``, ``rev``, ``build``, ``bump``,
 ``update``, ``upgrade``, ``tag``, ``section``, ``chapter``, ...), when its line holds another
-dotted number of 3 or 5+ parts (``1.2.3.4 ... since 1.2.3``), is a Markdown heading
+dotted number within 80 characters of 3 or 5+ parts (``1.2.3.4 ... since 1.2.3``; not a
+``415.555.0132`` phone number) or written ``v1.2``, is a Markdown heading
 (``## 1.2.3.4``), is underlined (an RST heading), or opens with it followed by `` (``
 (``1.2.3.4 (2021-03-04)``). Dates, ISBNs, DOIs, UUIDs, hex digests and tables of numbers
 fail the shapes and checksums above.

@@ -148,16 +148,20 @@ fn emails(text: &str, out: &mut Vec<RawSpan>) {
         // After `//` or `scheme:` it is a URL's user info (the url_credentials detector's), not
         // an address; `mailto:` is an address.
         if let Some(b) = before(t, start) {
-            if (b == b'/' || b == b':') && !text[..start].to_ascii_lowercase().ends_with("mailto:")
+            if (b == b'/' || b == b':')
+                && !(start >= 7 && t[start - 7..start].eq_ignore_ascii_case(b"mailto:"))
             {
                 continue;
             }
         }
-        // Inside a URL's authority (`scheme://user:pa!ss@host`): the URL detector's.
-        let token_start = text[..start]
-            .rfind(|c: char| c.is_whitespace() || c == '"' || c == '<' || c == '(')
-            .map_or(0, |p| p + 1);
-        if start - token_start < 512 && text[token_start..start].contains("://") {
+        // Inside a URL's authority (`scheme://user:pa!ss@host`): the URL detector's. Looked
+        // for in the 512 bytes before, so that many addresses cost no more than one pass.
+        let lo = start.saturating_sub(512);
+        let token_start = t[lo..start]
+            .iter()
+            .rposition(|&b| b.is_ascii_whitespace() || b == b'"' || b == b'<' || b == b'(')
+            .map_or(lo, |p| lo + p + 1);
+        if memmem::find(&t[token_start..start], b"://").is_some() {
             continue;
         }
         // `user@host.example.com:~$` (a shell prompt), `git@github.com:org/repo` (an SSH remote).
@@ -273,18 +277,21 @@ fn assignment_value(t: &[u8], from: usize) -> Option<(usize, usize)> {
     if v.len() < 6 || v.contains(char::is_whitespace) || placeholder(v) {
         return None;
     }
-    // A secret mixes character classes; an unquoted single-class word is prose ("password:
-    // required", "token: expired").
+    // A secret mixes character classes; an unquoted value with one class of letters or digits
+    // is prose ("password: required", "secret:--nurse").
     let classes = [
         v.bytes().any(|b| b.is_ascii_lowercase()),
         v.bytes().any(|b| b.is_ascii_uppercase()),
         v.bytes().any(|b| b.is_ascii_digit()),
-        v.bytes().any(|b| !b.is_ascii_alphanumeric()),
     ]
     .iter()
     .filter(|&&c| c)
     .count();
     let quoted = start != from;
+    // Unquoted, a leading dash is a command-line flag or a dash of prose.
+    if !quoted && v.starts_with('-') {
+        return None;
+    }
     if classes < 2 && !(quoted && v.len() >= 8) {
         return None;
     }
@@ -527,19 +534,21 @@ const VERSION_WORDS: [&str; 24] = [
     "changelog",
 ];
 
-/// The line of `t` around byte `i`.
-fn line_of(t: &[u8], i: usize) -> (usize, usize) {
-    let s = memchr::memrchr(b'\n', &t[..i]).map_or(0, |p| p + 1);
-    let e = memchr::memchr(b'\n', &t[i..]).map_or(t.len(), |p| i + p);
-    (s, e)
-}
-
 /// Whether a dotted quad at `t[s..e]` reads as a version number: see the module docs of the
 /// Python stage (the previous word is a version word, the line holds another dotted number
-/// of 3 or 5+ parts or one written `v1.2`, the line is a Markdown heading or an RST heading's, or the quad opens the
-/// line followed by ` (`).
+/// of 3 or 5+ parts or one written `v1.2`, the line is a Markdown heading or an RST
+/// heading's, or the quad opens the line followed by ` (`).
 fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
-    let (ls, le) = line_of(t, s);
+    // The line, or its 256 bytes either side: a long line of addresses stays linear.
+    let (lo, hi) = (s.saturating_sub(256), (e + 256).min(t.len()));
+    let (ls, starts_line) = match memchr::memrchr(b'\n', &t[lo..s]) {
+        Some(p) => (lo + p + 1, true),
+        None => (lo, lo == 0),
+    };
+    let (le, ends_line) = match memchr::memchr(b'\n', &t[e..hi]) {
+        Some(p) => (e + p, true),
+        None => (hi, hi == t.len()),
+    };
     // Previous word.
     let head = &t[ls..s];
     let trimmed = head
@@ -563,12 +572,14 @@ fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
         .iter()
         .position(|&b| !(b == b' ' || b == b'\t'))
         .unwrap_or(0);
-    if line.get(first) == Some(&b'#') {
+    if starts_line && line.get(first) == Some(&b'#') {
         return true;
     }
     // An RST heading: the next line is an underline.
-    if le < t.len() {
-        let (ns, ne) = line_of(t, le + 1);
+    if ends_line && le < t.len() {
+        let ns = le + 1;
+        let ne = memchr::memchr(b'\n', &t[ns..(ns + 200).min(t.len())])
+            .map_or((ns + 200).min(t.len()), |p| ns + p);
         let next = &t[ns..ne];
         if next.len() >= 3
             && next
@@ -580,10 +591,15 @@ fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
     }
     // `1.2.3.4 (2021-03-04)` opening a line.
     let lead = &line[first..s - ls];
-    if lead.iter().all(|&b| matches!(b, b'*' | b'-' | b'[' | b' ')) && t[e..le].starts_with(b" (") {
+    if starts_line
+        && lead.iter().all(|&b| matches!(b, b'*' | b'-' | b'[' | b' '))
+        && t[e..le].starts_with(b" (")
+    {
         return true;
     }
-    // Another dotted number on the line of 3 or 5+ parts, or written `v1.2.3.4`.
+    // Another dotted number on the line within 80 bytes, of 3 or 5+ parts (not a NANP phone
+    // number `415.555.0132`), or written `v1.2.3.4`.
+    let (ls, le) = (ls.max(s.saturating_sub(80)), le.min(e + 80));
     let mut k = ls;
     while k < le {
         let word_start =
@@ -599,7 +615,10 @@ fn looks_like_version(t: &[u8], s: usize, e: usize) -> bool {
                 parts += (t[j] == b'.') as usize;
                 j += 1;
             }
-            if (k < s || k >= e) && (parts == 3 || parts >= 5 || (v_prefixed && parts >= 2)) {
+            let phone_like = parts == 3 && j - k == 12 && t[k + 3] == b'.' && t[k + 7] == b'.';
+            if (k < s || k >= e)
+                && ((parts == 3 && !phone_like) || parts >= 5 || (v_prefixed && parts >= 2))
+            {
                 return true;
             }
             k = j.max(k + 1);
@@ -688,7 +707,17 @@ fn cluster(
                     // `+192.168.1.2` is an address with a sign, not a phone number.
                     let dotted_quad = t[s + 1..e].iter().filter(|&&b| b == b'.').count() == 3
                         && t[s + 1..e].iter().all(|&b| b == b'.' || b.is_ascii_digit());
+                    // The last group has two digits or more (`+33 1 11 52 13 14 0` ends at 14),
+                    // and a NANP number (+1) has eleven digits.
+                    let last_group = t[s..e]
+                        .iter()
+                        .rev()
+                        .take_while(|b| b.is_ascii_digit())
+                        .count();
+                    let nanp = t[s + 1] == b'1' && !t[s + 2].is_ascii_digit();
                     if !dotted_quad
+                        && last_group != 1
+                        && (!nanp || n == 11)
                         && (8..=15).contains(&n)
                         && bounded(t, s, e)
                         && !before(t, s).is_some_and(|b| b.is_ascii_digit())
