@@ -769,23 +769,23 @@ fn cluster(
             continue;
         }
         match (sep, lens.as_slice()) {
-            (b'.', [_, _, _, _]) if on(PiiType::IpAddress) => {
-                if lens.iter().all(|&l| l <= 3)
+            (b'.', [_, _, _, _])
+                if on(PiiType::IpAddress)
+                    && lens.iter().all(|&l| l <= 3)
                     && run.iter().all(|g| glen(g) == 1 || t[g.start] != b'0')
-                    && !before(t, s).is_some_and(|b| b == b'.')
-                {
-                    let Ok(ip) = std::str::from_utf8(&t[s..e])
-                        .unwrap_or("")
-                        .parse::<Ipv4Addr>()
-                    else {
-                        continue;
-                    };
-                    if opts.only_public_ip && !ipv4_public(ip) {
-                        continue;
-                    }
-                    if !looks_like_version(t, s, e) {
-                        push(out, PiiType::IpAddress, s, e);
-                    }
+                    && before(t, s).is_none_or(|b| b != b'.') =>
+            {
+                let Ok(ip) = std::str::from_utf8(&t[s..e])
+                    .unwrap_or("")
+                    .parse::<Ipv4Addr>()
+                else {
+                    continue;
+                };
+                if opts.only_public_ip && !ipv4_public(ip) {
+                    continue;
+                }
+                if !looks_like_version(t, s, e) {
+                    push(out, PiiType::IpAddress, s, e);
                 }
             }
             (b'-', [3, 2, 4]) if on(PiiType::UsSsn) => {
@@ -809,29 +809,32 @@ fn cluster(
                     push(out, PiiType::Phone, s, e);
                 }
             }
-            (b' ' | b'-', [3, 4, 4]) if on(PiiType::Phone) => {
-                if first == b'1' && (b'3'..=b'9').contains(&t[s + 1]) {
-                    push(out, PiiType::Phone, s, e);
-                }
+            (b' ' | b'-', [3, 4, 4])
+                if on(PiiType::Phone) && first == b'1' && (b'3'..=b'9').contains(&t[s + 1]) =>
+            {
+                push(out, PiiType::Phone, s, e);
             }
-            (b'-', [3 | 4, 7 | 8]) if on(PiiType::Phone) => {
-                // China landline: 0 + area code, then a local number not starting with 0 or 1.
-                if first == b'0' && t[s + 1] != b'0' && (b'2'..=b'9').contains(&t[run[1].start]) {
-                    push(out, PiiType::Phone, s, e);
-                }
+            // China landline: 0 + area code, then a local number not starting with 0 or 1.
+            (b'-', [3 | 4, 7 | 8])
+                if on(PiiType::Phone)
+                    && first == b'0'
+                    && t[s + 1] != b'0'
+                    && (b'2'..=b'9').contains(&t[run[1].start]) =>
+            {
+                push(out, PiiType::Phone, s, e);
             }
-            (0, [11]) if on(PiiType::Phone) => {
-                if first == b'1' && (b'3'..=b'9').contains(&t[s + 1]) {
-                    push(out, PiiType::Phone, s, e);
-                }
+            (0, [11])
+                if on(PiiType::Phone) && first == b'1' && (b'3'..=b'9').contains(&t[s + 1]) =>
+            {
+                push(out, PiiType::Phone, s, e);
             }
-            (0, [17]) if on(PiiType::ChinaId) => {
-                if t.get(e).is_some_and(|&b| b == b'X' || b == b'x')
+            (0, [17])
+                if on(PiiType::ChinaId)
+                    && t.get(e).is_some_and(|&b| b == b'X' || b == b'x')
                     && !t.get(e + 1).copied().is_some_and(is_word)
-                    && china_id_valid(&t[s..e + 1])
-                {
-                    push(out, PiiType::ChinaId, s, e + 1);
-                }
+                    && china_id_valid(&t[s..e + 1]) =>
+            {
+                push(out, PiiType::ChinaId, s, e + 1);
             }
             (0, [18]) if on(PiiType::ChinaId) && china_id_valid(&t[s..e]) => {
                 push(out, PiiType::ChinaId, s, e);
