@@ -132,6 +132,17 @@ def test_hash_is_salted_and_deterministic():
                                                     f"<EMAIL:{expected('s3', 'ann@example.com')}>"
 
 
+def test_salt_from_environment_is_not_a_param(monkeypatch):
+    monkeypatch.setenv("PII_TEST_SALT", "from-env")
+    stage = Pii(action="hash", salt_env="PII_TEST_SALT")
+    digest = hashlib.blake2b(b"from-env\0ann@example.com", digest_size=8).hexdigest()
+    assert stage.process(batch("ann@example.com")).kept.column("text")[0].as_py() == f"<EMAIL:{digest}>"
+    assert "from-env" not in json.dumps(stage.params())
+    monkeypatch.delenv("PII_TEST_SALT")
+    with pytest.raises(InvalidArgumentError):
+        Pii(salt_env="PII_TEST_SALT")
+
+
 def test_drop_doc_density_and_metadata():
     dense = "ann@example.com bob@example.com"
     sparse = "Contact ann@example.com. " + "The quiet river ran on through the valley. " * 30

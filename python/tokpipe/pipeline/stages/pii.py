@@ -77,7 +77,9 @@ ip_address, mac_address``, then to the earlier start.
   ``hashlib.blake2b(salt.encode() + b"\\0" + match.encode(), digest_size=8)``: the same match
   gives the same value in every run with the same ``salt``. The default salt is the public
   ``"tokpipe-pii"``; set your own, kept secret, or the hashes of guessable values (phone numbers)
-  can be reversed by trying them;
+  can be reversed by trying them. ``salt`` is a parameter, so it is written to the run's
+  manifest with the config; ``salt_env`` names an environment variable to read it from
+  instead (only the variable's name is recorded);
 - ``dummy``: a fixed value per type: ``email@example.com`` and ``22.214.171.124`` (datatrove's
   ``PIIFormatter`` first replacements), ``2001:db8::1`` for IPv6, ``+1 555-555-0100``,
   ``4111111111111111``, ``11010519491231002X``, ``123-45-6789``, ``GB82WEST12345698765432``,
@@ -94,6 +96,8 @@ in a log, an error or the stats: the stats only count spans per type (``pii_<typ
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -123,7 +127,8 @@ class Pii(Stage):
     """Finds e-mail addresses, IP addresses, phone numbers, payment cards, China resident IDs,
     US SSNs, IBANs, secrets, URL credentials and MAC addresses (``types``, default all) and
     replaces each by its action (``action`` for every type, ``actions`` a mapping of type to
-    action for some): ``tag``, ``mask``, ``hash`` (salted with ``salt``), ``dummy``,
+    action for some): ``tag``, ``mask``, ``hash`` (salted with ``salt``, or the environment
+    variable named by ``salt_env``), ``dummy``,
     ``drop_doc`` (drops the document, reason ``pii_density``, above ``max_per_1000_chars``
     such spans per 1,000 characters) or ``keep``. ``only_public_ip`` leaves private, loopback
     and reserved addresses. Adds the ``pii`` metadata column (JSON: counts per type and the
@@ -133,8 +138,8 @@ class Pii(Stage):
     name = "pii"
 
     def __init__(self, types: list[str] | None = None, action: str = "tag", actions: dict[str, str] | None = None,
-                 only_public_ip: bool = False, salt: str = DEFAULT_SALT, max_per_1000_chars: float = 0.0,
-                 metadata_column: str = "pii") -> None:
+                 only_public_ip: bool = False, salt: str = DEFAULT_SALT, salt_env: str | None = None,
+                 max_per_1000_chars: float = 0.0, metadata_column: str = "pii") -> None:
         chosen = list(PII_TYPES) if types is None else list(types)
         if isinstance(types, str):
             raise InvalidArgumentError("pii: types is a list of type names, not a string")
@@ -154,6 +159,14 @@ class Pii(Stage):
             per_type[t] = a
         if not isinstance(salt, str):
             raise InvalidArgumentError("pii: salt must be a string")
+        if salt_env is not None:
+            # Read once here; worker processes inherit the environment. The value itself is
+            # never stored in the stage's parameters (they go to the manifest).
+            if not os.environ.get(salt_env):
+                raise InvalidArgumentError(f"pii: salt_env names {salt_env!r}, which is not set or empty")
+            salt_value = os.environ[salt_env]
+        else:
+            salt_value = salt
         if isinstance(max_per_1000_chars, bool) or not max_per_1000_chars >= 0:
             raise InvalidArgumentError(f"pii: max_per_1000_chars must be >= 0, not {max_per_1000_chars}")
         self.types = types
@@ -161,6 +174,8 @@ class Pii(Stage):
         self.actions = actions
         self.only_public_ip = only_public_ip
         self.salt = salt
+        self.salt_env = salt_env
+        self._salt = salt_value
         self.max_per_1000_chars = float(max_per_1000_chars)
         self.metadata_column = metadata_column
         self._per_type = per_type
@@ -170,7 +185,7 @@ class Pii(Stage):
         offsets, data, wide = string_buffers(text)
         names = list(self._per_type)
         new_offsets, new_data, meta_offsets, meta_data, counts, drops = _core.pii_scrub(
-            offsets, data, wide, names, [self._per_type[t] for t in names], self.only_public_ip, self.salt,
+            offsets, data, wide, names, [self._per_type[t] for t in names], self.only_public_ip, self._salt,
             self.max_per_1000_chars)
         n = len(offsets) - 1
         new_text = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_offsets), pa.py_buffer(new_data))
