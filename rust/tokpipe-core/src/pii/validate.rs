@@ -33,7 +33,7 @@ pub fn card_iin(digits: &[u8]) -> bool {
             .iter()
             .fold(0u32, |acc, &b| acc * 10 + (b - b'0') as u32)
     };
-    if !(12..=19).contains(&n) {
+    if !(13..=19).contains(&n) {
         return false;
     }
     let p1 = prefix(1);
