@@ -60,6 +60,10 @@ dotted number within 80 characters of 3 or 5+ parts (``1.2.3.4 ... since 1.2.3``
 (``1.2.3.4 (2021-03-04)``). Dates, ISBNs, DOIs, UUIDs, hex digests and tables of numbers
 fail the shapes and checksums above.
 
+**Out of scope**: obfuscated addresses (``bob [at] example [dot] com``, percent-encoded or
+HTML-entity ``mailto:`` links), non-ASCII (internationalised) e-mail addresses, names, street
+addresses and other PII that needs a language model rather than a validator.
+
 **Overlaps** are resolved deterministically: the longest span wins; equal lengths go to the
 type first in ``secret, url_credentials, email, iban, china_id, credit_card, us_ssn, phone,
 ip_address, mac_address``, then to the earlier start.
