@@ -15,6 +15,7 @@
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
 //!   union-find clusters).
+//! - [`pii`]: PII detection (validated detectors) and scrubbing over Arrow string columns.
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`error`]: the one error enum of the crate.
 
@@ -25,6 +26,7 @@ pub mod lm;
 pub mod minhash;
 pub mod models;
 pub mod normalizers;
+pub mod pii;
 pub mod pre_tokenizers;
 pub mod text;
 pub mod tokenizer;

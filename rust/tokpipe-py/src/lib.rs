@@ -9,6 +9,7 @@ mod ids;
 mod kernels;
 mod lm;
 mod minhash;
+mod pii;
 mod quality;
 mod text_stats;
 mod tokenizer;
@@ -27,5 +28,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     text_stats::register(m)?;
     minhash::register(m)?;
     lm::register(m)?;
+    pii::register(m)?;
     Ok(())
 }
