@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 from tests.conftest import CORPORA, _require
 
