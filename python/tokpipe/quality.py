@@ -16,8 +16,8 @@ not); every Han, Hiragana, Katakana and Hangul character made a word of its own 
 around it, since Chinese and Japanese have no spaces between words and fastText's words are
 space-separated, so for them the word n-grams (``word_ngrams``, 2 by default) *are*
 character n-grams; every other non-word character (punctuation, the pieces of a URL) made a
-word too; every whitespace run, newlines included, made one space (fastText reads one
-example a line). ``char_ngrams`` (fastText's ``minn``/``maxn``, off by default) adds
+word too; newlines made spaces (fastText reads one example a line; it skips runs of
+spaces, so they are left as they are: collapsing them cost as much as all the rest). ``char_ngrams`` (fastText's ``minn``/``maxn``, off by default) adds
 character n-grams inside words, for misspellings and rare words; on small training sets it
 made no difference in the tests and it costs several times the scoring time.
 
@@ -62,7 +62,7 @@ DEFAULT_MAX_CHARS = 10_000
 _INSTALL = "pip install 'tokpipe[fasttext]'"
 
 # Scripts written without spaces between words: each character becomes a word.
-_CJK = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])"
+_SPLIT = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[^\w\s])"
 
 
 def _fasttext() -> Any:
@@ -81,10 +81,12 @@ def prepare(texts: pa.Array | pa.ChunkedArray | Sequence[str | None], max_chars:
     if max_chars is not None:
         column = pc.utf8_slice_codeunits(column, 0, max_chars)
     column = _mark_repeated_lines(pc.utf8_lower(column))
-    column = pc.replace_substring_regex(column, _CJK, r" \1 ")
-    column = pc.replace_substring_regex(column, r"([^\w\s])", r" \1 ")
-    column = pc.replace_substring_regex(column, r"\s+", " ")
-    return pc.utf8_trim_whitespace(column).to_pylist()
+    # One regex pass for both rules: a CJK character or any other non-word character
+    # becomes a word of its own.
+    column = pc.replace_substring_regex(column, _SPLIT, r" \1 ")
+    # Only newlines must go; runs of spaces are left (see the module docstring).
+    column = pc.replace_substring(column, "\n", " ")
+    return column.to_pylist()
 
 
 #: What a line that repeats an earlier line of its document (after lowercasing, ends
@@ -226,6 +228,8 @@ def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
     if cached is not None:
         return cached
     fasttext = _fasttext()
+    # fasttext-wheel prints a warning on every load_model (about its return type): hushed.
+    fasttext.FastText.eprint = lambda *args, **kwargs: None
     try:
         with zipfile.ZipFile(path) as z:
             meta = json.loads(z.read("meta.json"))
@@ -389,7 +393,7 @@ def train_quality_classifier(
         model = fasttext.train_supervised(input=str(train_file), loss="softmax", verbose=2 if show_progress else 0,
                                           **settings)
     meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "positive": POSITIVE, "negative": NEGATIVE,
-                            "max_chars": max_chars, "prepare": "lower, CJK characters as words, whitespace runs as one space",
+                            "max_chars": max_chars, "prepare": "lower, repeated lines marked, CJK and non-word characters as words, newlines as spaces",
                             "training": settings, "train_documents": len(train_lines)}
     classifier = QualityClassifier(model, meta)
     validation = None
