@@ -10,7 +10,8 @@ The model is trained first, small and quick, on the tests' data (the prose of
 of the bench corpus. Plain fastText is given each document with its newlines made spaces
 (fastText's predict refuses a newline), as ``model.predict(list, k=1)`` per batch, the way
 datatrove and the ``language`` stage call it. A third row is fastText alone on our prepared
-lines (the model's own cost, without our preparation). CPU seconds are ``time.process_time``
+lines (the model's own cost, without our preparation), and a fourth our scoring of whole
+documents (the stage reads the first 10,000 characters of each by default). CPU seconds are ``time.process_time``
 (all threads of this process), so the MB/s are per core.
 """
 
@@ -77,6 +78,15 @@ def main() -> None:
             plain.append([p[0] for p in probs])
         plain_s = time.process_time() - t
 
+        # The same without the 10,000-character cut (every character of every document).
+        classifier = load_quality_classifier(path)
+        classifier.max_chars = None
+        t = time.process_time()
+        for b in arrow:
+            classifier.score(b.column("text"))
+        whole_s = time.process_time() - t
+        classifier.max_chars = trained.classifier.max_chars
+
         lines = [prepare(b) for b in batches]
         t = time.process_time()
         for b in lines:
@@ -84,6 +94,7 @@ def main() -> None:
         model_s = time.process_time() - t
 
     rows = [("tokpipe quality_classifier (prepare + predict)", ours_s),
+            ("tokpipe, whole documents (max_chars None)", whole_s),
             ("fasttext predict, raw text (newlines as spaces)", plain_s),
             ("fasttext predict, our prepared lines (model only)", model_s)]
     for name, seconds in rows:

@@ -62,7 +62,8 @@ DEFAULT_MAX_CHARS = 10_000
 _INSTALL = "pip install 'tokpipe[fasttext]'"
 
 # Scripts written without spaces between words: each character becomes a word.
-_SPLIT = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[^\w\s])"
+# (RE2's \w is ASCII only: letters, marks, digits and _ are named by their Unicode classes.)
+_SPLIT = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[^\p{L}\p{M}\p{N}\s_])"
 
 
 def _fasttext() -> Any:

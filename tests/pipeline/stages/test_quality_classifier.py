@@ -86,6 +86,8 @@ def test_prepare() -> None:
         f"hello , world ! {REPEATED_LINE} bye",
         "吾 輩 は 猫 で あ る 。 名 前 は ま だ 無 い 。",
         "", "", "abc 漢 字 abc"]]
+    assert prepare(["Café naïve, привет мир; x_1=2 ９"])[0].split() == \
+        ["café", "naïve", ",", "привет", "мир", ";", "x_1", "=", "2", "９"]
     assert all("\n" not in line for line in prepare(["a\nb\r\nc\n"]))
     assert prepare(["x" * 50], max_chars=10) == ["x" * 10]
 
