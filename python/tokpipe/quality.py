@@ -85,8 +85,6 @@ def prepare(texts: pa.Array | pa.ChunkedArray | Sequence[str | None], max_chars:
     # One regex pass for both rules: a CJK character or any other non-word character
     # becomes a word of its own.
     column = pc.replace_substring_regex(column, _SPLIT, r" \1 ")
-    # Only newlines must go; runs of spaces are left (see the module docstring).
-    column = pc.replace_substring(column, "\n", " ")
     return column.to_pylist()
 
 
@@ -97,7 +95,7 @@ REPEATED_LINE = "__repeated_line__"
 
 def _mark_repeated_lines(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Each non-blank line that repeats an earlier one of the same document replaced by
-    ``REPEATED_LINE``, with Arrow's kernels (a group-by over (document, line)), no Python
+    ``REPEATED_LINE`` and the lines joined by spaces, with Arrow's kernels (a group-by over (document, line)), no Python
     loop over documents."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -116,7 +114,8 @@ def _mark_repeated_lines(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     marked = pc.if_else(repeated, pa.scalar(REPEATED_LINE), lines)
     offsets = lists.offsets
     rebuilt = pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]) if offsets[0].as_py() else offsets, marked)
-    return pc.binary_join(rebuilt, "\n")
+    # Joined by spaces: the newlines fastText must not see go in the same pass.
+    return pc.binary_join(rebuilt, " ")
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
