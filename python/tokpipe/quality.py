@@ -205,8 +205,9 @@ class QualityClassifier:
         inputs = self.model.get_input_matrix()
         for word in words:
             subwords, ids = self.model.get_subwords(word)
+            # Summed: a word seen three times weighs three times in the mean.
             for sub, idx in zip(subwords, ids):
-                features[sub] = float(inputs[idx] @ direction)
+                features[sub] = features.get(sub, 0.0) + float(inputs[int(idx)] @ direction)
         # Word n-grams (wordNgrams > 1) are hashed buckets the model cannot name back: only
         # words and their character n-grams are listed.
         count = max(1, sum(len(self.model.get_subwords(w)[0]) for w in words))
