@@ -59,9 +59,10 @@ def test_trains_a_model_the_stage_loads(inputs: tuple[Path, Path, list[str], lis
     assert weights == sorted(weights, reverse=True)
     # A link list is pushed down by its URL pieces.
     links = run("inspect", str(out), "\n".join(f"[page {i}](https://www.example.com/p{i}.html)" for i in range(20)),
-                "--top", "3")
+                "--top", "6")
     assert links.returncode == 0 and float(links.stdout.split()[1]) < 0.5
-    assert all(float(ln.split()[0]) < 0 for ln in links.stdout.splitlines()[1:])
+    pushed_down = {ln.split()[1] for ln in links.stdout.splitlines()[1:] if float(ln.split()[0]) < 0}
+    assert len(pushed_down & {"https", "www", "example", "com", "html"}) >= 2, links.stdout
 
 
 def test_usage_errors_exit_2(inputs: tuple[Path, Path, list[str], list[str]], tmp_path: Path) -> None:
