@@ -1,0 +1,524 @@
+"""Tokenize and pack: text in, pretraining shards out (``tokpipe tokenize``).
+
+Two phases.
+
+1. **Tokenize** (parallel, resumable): the local executor runs the ``tokenize`` stage over
+   the input tasks on the worker processes; each task's documents (``id``, ``input_ids``,
+   ``length``) land in ``OUT/.tokpipe/seg0/kept/``. A rerun after a crash redoes only the
+   tasks that had not finished.
+2. **Shuffle, split, write** (one process, bounded memory): documents are numbered by their
+   position in task order (fixed by the inputs, not by the worker count), and each gets
+
+       key   = splitmix64(position + splitmix64(seed))       its place in the shuffled order
+       split = val  when  splitmix64(key ^ C) / 2**64 < val_fraction,  else train
+
+   The output is the documents sorted by ``key``: a uniform, seeded permutation, the same
+   for any number of workers. It is computed without holding the corpus: documents are
+   scattered by key range into B buckets (temporary Arrow files; B is chosen so a bucket's
+   ids fit ``shuffle_buffer`` bytes), then each bucket, in key order, is read, sorted and
+   written out. With B = 1 the bucket stays in memory. Without shuffling, documents are
+   written in input order as they are read.
+
+Outputs, per split (``OUT/train``, ``OUT/val``):
+
+* ``part-00000-NNNNN.parquet``: ``id``, ``input_ids`` (list<uint16> when vocab_size <= 65536,
+  else list<uint32>) and ``length`` per document; or, with ``pack``, rows of exactly
+  ``seq_len + 1`` tokens (``input_ids``; ``length`` = real tokens in the row), so a training
+  step takes ``inputs = row[:-1]`` and ``targets = row[1:]``. Rows are disjoint consecutive
+  slices of the stream of documents, each followed by its EOS; a document longer than a row
+  runs on into the next rows (or, with ``truncate``, is cut to ``seq_len + 1`` tokens first).
+  The last partial row is dropped and its tokens counted (``dropped_tail_tokens``), or with
+  ``pad_tail`` filled with EOS (the ``length`` column says how many tokens are real).
+* ``megatron.bin`` / ``megatron.idx``: Megatron-LM's indexed dataset, one sequence per
+  document (Megatron's GPTDataset packs documents into samples itself, so packing does not
+  apply to it; truncation does).
+* ``documents.parquet``: ``id`` and ``length`` of every document in output order (what
+  ``tokpipe stats`` reads, and the provenance of each row).
+
+``OUT/manifest.json`` (written last) has per shard and per split the documents and tokens,
+the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and split fraction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tokpipe import __version__
+from tokpipe.errors import ConfigError
+from tokpipe.pipeline.base import StageStats
+from tokpipe.pipeline.config import PipelineConfig, StageSpec
+from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
+                                            _run_segment_task, _summary, _task_bytes, _write_json)
+from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
+from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
+from tokpipe.pipeline.writers.parquet import ParquetShardWriter
+
+__all__ = ["TokenizeOptions", "TokenizeResult", "tokenize_corpus", "shuffle_keys", "val_mask", "FORMAT",
+           "SPLITS", "read_tokenized_manifest"]
+
+FORMAT = "tokpipe-tokenized"
+FORMAT_VERSION = 1
+SPLITS = ("train", "val")
+_MASK = (1 << 64) - 1
+_VAL_SALT = 0xD1B54A32D192ED03
+# Documents handed to the writers at a time: big enough for few, large Parquet row groups.
+_WRITE_ROWS = 16384
+
+
+@dataclass(frozen=True)
+class TokenizeOptions:
+    tokenizer: str
+    formats: tuple[str, ...] = ("parquet",)
+    append_eos: bool = True
+    eos_token: str | None = None
+    seq_len: int | None = None
+    pack: bool = False
+    truncate: bool = False
+    pad_tail: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    val_fraction: float = 0.0
+    #: Bytes of token ids a shuffle bucket may hold in memory.
+    shuffle_buffer: int = 256 << 20
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.formats) - {"parquet", "megatron"}
+        if unknown or not self.formats:
+            raise ConfigError(f"formats must be parquet and/or megatron, not {', '.join(sorted(unknown)) or 'none'}")
+        if (self.pack or self.truncate) and not self.seq_len:
+            raise ConfigError("packing and truncation need a sequence length (--seq-len N)")
+        if self.seq_len is not None and self.seq_len < 1:
+            raise ConfigError(f"seq_len must be at least 1, not {self.seq_len}")
+        if self.pad_tail and not self.pack:
+            raise ConfigError("pad_tail only applies to packed rows (--pack)")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ConfigError(f"val_fraction must be in [0, 1), not {self.val_fraction}")
+        if not 0 <= self.seed <= _MASK:
+            raise ConfigError(f"the seed must be in [0, 2**64), not {self.seed}")
+
+    def global_params(self) -> dict[str, Any]:
+        """What phase 2 depends on (phase 1 depends on the tokenize stage's params)."""
+        params = asdict(self)
+        for name in ("tokenizer", "append_eos", "eos_token", "threads"):
+            params.pop(name)
+        params["formats"] = list(self.formats)
+        return params
+
+
+@dataclass
+class TokenizeResult:
+    out_dir: Path
+    manifest: dict[str, Any]
+    stats: dict[str, StageStats] = field(default_factory=dict)
+    tasks_run: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys: splitmix64 (a bijection on 64-bit integers, so distinct positions get distinct keys).
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def shuffle_keys(seed: int, positions: np.ndarray) -> np.ndarray:
+    """Each position's sort key for ``seed``: distinct for distinct positions."""
+    offset = _splitmix64(np.array([seed], dtype=np.uint64))
+    return _splitmix64(positions.astype(np.uint64) + offset)
+
+
+def val_mask(keys: np.ndarray, fraction: float) -> np.ndarray:
+    """True for the documents (by key) in the validation split."""
+    if fraction <= 0:
+        return np.zeros(len(keys), dtype=bool)
+    u = (_splitmix64(keys ^ np.uint64(_VAL_SALT)) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return u < fraction
+
+
+# ---------------------------------------------------------------------------------------------
+# Sinks: the documents of one split in their final order go to each output format.
+
+
+class _Split:
+    """Everything written for one split: Parquet shards (documents or packed rows), the
+    Megatron pair and documents.parquet, with their counts."""
+
+    def __init__(self, out: Path, name: str, options: TokenizeOptions, dtype: str, vocab_size: int,
+                 eos: int | None, shard_size: int) -> None:
+        self.out, self.name, self.options = out / name, name, options
+        self.dtype = np.dtype(dtype)
+        self.value_type = pa.uint16() if dtype == "uint16" else pa.uint32()
+        self.eos = eos
+        self.documents = 0
+        self.tokens = 0
+        self.truncated_tokens = 0
+        self.shards: list[dict[str, Any]] = []
+        self._shard_tokens = 0
+        self._parquet = ParquetShardWriter(self.out, 0, shard_size) if "parquet" in options.formats else None
+        self._megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
+            if "megatron" in options.formats else None
+        self._doc_writer: pq.ParquetWriter | None = None
+        self._doc_tmp = self.out / ".documents.parquet.tmp"
+        self._carry = np.zeros(0, dtype=self.dtype)
+        self.rows = 0
+        self.dropped_tail_tokens = 0
+        self.padded_tokens = 0
+
+    def add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
+        """Documents in output order: their ids and token lists (large_list)."""
+        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = ids.flatten().to_numpy(zero_copy_only=False)
+        if self.options.truncate:
+            assert self.options.seq_len is not None
+            limit = self.options.seq_len + 1
+            if (lengths > limit).any():
+                starts = np.cumsum(lengths) - lengths
+                within = np.arange(len(flat), dtype=np.int64) - np.repeat(starts, lengths)
+                flat = flat[within < limit]
+                self.truncated_tokens += int((lengths - limit).clip(min=0).sum())
+                lengths = lengths.clip(max=limit)
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
+                ids = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(flat, self.value_type))
+        self.documents += len(lengths)
+        self.tokens += len(flat)
+        if self._doc_writer is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
+                                                compression="zstd")
+        self._doc_writer.write_batch(pa.record_batch([doc_ids.cast(pa.string()), pa.array(lengths, pa.int32())],
+                                                     names=[ID, LENGTH]))
+        if self._megatron is not None:
+            self._megatron.add(flat, lengths)
+        if self._parquet is None:
+            return
+        if self.options.pack:
+            self._pack(flat)
+        else:
+            batch = pa.record_batch([doc_ids.cast(pa.string()), ids.cast(pa.list_(self.value_type)),
+                                     pa.array(lengths, pa.int32())], names=[ID, INPUT_IDS, LENGTH])
+            self._write(batch, len(flat))
+
+    def _pack(self, flat: np.ndarray) -> None:
+        assert self.options.seq_len is not None
+        width = self.options.seq_len + 1
+        stream = np.concatenate([self._carry, flat.astype(self.dtype, copy=False)])
+        full = len(stream) // width
+        self._carry = stream[full * width:].copy()
+        if full:
+            self._write_rows(stream[: full * width].reshape(full, width), np.full(full, width, dtype=np.int32))
+
+    def _write_rows(self, rows: np.ndarray, real: np.ndarray) -> None:
+        n, width = rows.shape
+        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32), pa.int32())
+        values = pa.array(rows.reshape(-1), self.value_type)
+        batch = pa.record_batch([pa.ListArray.from_arrays(offsets, values), pa.array(real, pa.int32())],
+                                names=[INPUT_IDS, LENGTH])
+        self.rows += n
+        self._write(batch, n * width)
+
+    def _write(self, batch: pa.RecordBatch, tokens: int) -> None:
+        assert self._parquet is not None
+        self._shard_tokens += tokens
+        for info in self._parquet.write(batch):
+            self._done(info, self._shard_tokens)
+            self._shard_tokens = 0
+
+    def _done(self, info: Any, tokens: int) -> None:
+        self.shards.append({"path": f"{self.name}/{info.name}", "rows": info.rows, "tokens": tokens,
+                            "bytes": info.bytes, "sha256": info.sha256})
+
+    def close(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {}
+        if self._parquet is not None:
+            if self.options.pack and len(self._carry):
+                tail = len(self._carry)
+                if self.options.pad_tail:
+                    assert self.options.seq_len is not None and self.eos is not None
+                    width = self.options.seq_len + 1
+                    row = np.full(width, self.eos, dtype=self.dtype)
+                    row[:tail] = self._carry
+                    self.padded_tokens = width - tail
+                    self._write_rows(row.reshape(1, width), np.array([tail], dtype=np.int32))
+                else:
+                    self.dropped_tail_tokens = tail
+                self._carry = self._carry[:0]
+            for info in self._parquet.close():
+                self._done(info, self._shard_tokens)
+                self._shard_tokens = 0
+            summary["parquet"] = self.shards
+            if self.options.pack:
+                summary["packed"] = {"rows": self.rows, "row_tokens": (self.options.seq_len or 0) + 1,
+                                     "dropped_tail_tokens": self.dropped_tail_tokens,
+                                     "padded_tokens": self.padded_tokens}
+        if self._megatron is not None:
+            documents = self._megatron.close()
+            summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self._megatron.dtype.name,
+                                   "documents": documents, "tokens": self._megatron.tokens,
+                                   "bin_bytes": self._megatron.bin_path.stat().st_size}
+        if self._doc_writer is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]))
+        self._doc_writer.close()
+        os.replace(self._doc_tmp, self.out / "documents.parquet")
+        summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens})
+        return summary
+
+    def abort(self) -> None:
+        if self._parquet is not None:
+            self._parquet.abort()
+        if self._megatron is not None:
+            self._megatron.abort()
+        if self._doc_writer is not None:
+            self._doc_writer.close()
+        self._doc_tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _TokenizeExecutor(LocalExecutor):
+    """The local executor's tasks and staging, without its pack step: phase 1 only."""
+
+    def tokenize(self) -> tuple[list[Any], int]:
+        import concurrent.futures as cf
+        import multiprocessing
+
+        tasks = self._prepare()
+        reader = asdict(self.options.reader)
+        reader["strict"] = self.options.strict
+        workers = max(1, self.options.workers)
+        stage_specs, _ = self.segments[0]
+        specs = [{"type": s.type, "params": s.params} for s in stage_specs]
+        todo = [t for t in tasks if not (self.state / "seg0" / f"{t.index:06d}.json").exists()]
+        pool: cf.Executor | None = None
+        if workers > 1 and len(todo) > 1:
+            pool = cf.ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
+        try:
+            self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader))
+                                           for t in todo], sizes=[_task_bytes(t) for t in todo])
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return tasks, len(todo)
+
+
+def _expand_inputs(inputs: list[str]) -> list[str]:
+    """A ``tokpipe clean`` output folder stands for its kept shards (not rejected/ nor the
+    staging files)."""
+    from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest
+
+    expanded: list[str] = []
+    for given in inputs:
+        path = Path(given)
+        if path.is_dir() and (path / MANIFEST_NAME).exists():
+            manifest = json.loads((path / MANIFEST_NAME).read_text(encoding="utf-8"))
+            if manifest.get("format") == FORMAT:
+                raise ConfigError(f"{given} is already tokenized output")
+            expanded += [str(path / e["path"]) for e in read_manifest(path)["shards"]]
+        else:
+            expanded.append(given)
+    return expanded
+
+
+def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions,
+                    run: RunOptions = RunOptions(), progress: Progress | None = None) -> TokenizeResult:
+    """Runs both phases (see the module docstring) and returns the manifest."""
+    progress = progress or (lambda update: None)
+    out = Path(out_dir)
+    tokenizer = load_tokenizer(options.tokenizer)
+    eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
+    config = PipelineConfig([StageSpec("tokenize", {"tokenizer": str(Path(options.tokenizer).resolve()),
+                                                    "append_eos": options.append_eos, "eos_token": options.eos_token,
+                                                    "keep_text": False, "threads": options.threads})])
+    executor = _TokenizeExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
+    tasks, tasks_run = executor.tokenize()
+    state = executor.state
+
+    stats: dict[str, StageStats] = {}
+    summaries = [_summary(state, 0, t.index) for t in tasks]
+    for summary in summaries:
+        for name, data in summary["stats"].items():
+            stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
+    stats.setdefault(READ_STATS, StageStats(READ_STATS))
+    errors = 0
+    with open(out / ".errors.jsonl.tmp", "w", encoding="utf-8") as f:
+        for t in tasks:
+            lines = (state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
+            f.write(lines)
+            errors += lines.count("\n")
+    os.replace(out / ".errors.jsonl.tmp", out / "errors.jsonl")
+
+    params = {**options.global_params(), "shard_size": run.shard_size,
+              "tokenizer_sha256": file_sha256(options.tokenizer)}
+    manifest_path = out / "manifest.json"
+    if manifest_path.exists() and tasks_run == 0:
+        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if previous.get("params") == params:
+            return TokenizeResult(out, previous, stats, tasks_run)
+    manifest_path.unlink(missing_ok=True)
+
+    dtype = ids_dtype(tokenizer.vocab_size)
+    files = [[state / "seg0" / "kept" / name for name in s["kept_files"]] for s in summaries]
+    documents = sum(int(s["kept"]) for s in summaries)
+    tokens = int(stats["tokenize"].extra.get("tokens", 0)) if "tokenize" in stats else 0
+    for name in SPLITS:
+        shutil.rmtree(out / name, ignore_errors=True)
+    splits = {name: _Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size) for name in SPLITS}
+    scratch = state / "shuffle"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        _write_splits(files, documents, tokens, np.dtype(dtype).itemsize, options, splits, scratch, progress)
+        summaries_out = {name: split.close() for name, split in splits.items()}
+    except BaseException:
+        for split in splits.values():
+            split.abort()
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    ordered = {READ_STATS: stats[READ_STATS], **{k: v for k, v in stats.items() if k != READ_STATS}}
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "tokpipe_version": __version__,
+        "tokenizer": {"path": str(Path(options.tokenizer).resolve()), "sha256": params["tokenizer_sha256"],
+                      "vocab_size": tokenizer.vocab_size, "eos_id": eos, "append_eos": options.append_eos},
+        "dtype": dtype, "seq_len": options.seq_len, "pack": options.pack, "truncate": options.truncate,
+        "pad_tail": options.pad_tail, "shuffle": options.shuffle, "seed": options.seed,
+        "val_fraction": options.val_fraction, "formats": list(options.formats),
+        "splits": summaries_out,
+        "totals": {"documents": sum(s["documents"] for s in summaries_out.values()),
+                   "tokens": sum(s["tokens"] for s in summaries_out.values())},
+        "stats": {name: s.as_dict() for name, s in ordered.items()},
+        "inputs": executor.inputs, "errors": errors, "params": params,
+    }
+    _write_json(manifest_path, manifest)
+    return TokenizeResult(out, manifest, ordered, tasks_run)
+
+
+def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
+    for task_files in files:
+        for path in task_files:
+            yield from pq.ParquetFile(path).iter_batches(batch_size=_WRITE_ROWS, columns=[ID, INPUT_IDS])
+
+
+def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
+                  splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
+    update = ProgressUpdate("writing", 0, max(documents, 1), "units")
+    progress(update)
+    position = 0
+    if not options.shuffle:
+        for batch in _staged(files):
+            keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
+            position += batch.num_rows
+            val = val_mask(keys, options.val_fraction)
+            for name, mask in (("train", ~val), ("val", val)):
+                if not mask.any():
+                    continue
+                part = batch if mask.all() else batch.filter(pa.array(mask))
+                splits[name].add(part.column(ID), part.column(INPUT_IDS))
+            update.done = position
+            progress(update)
+        return
+
+    # Shuffle: scatter by key range into buckets, then each bucket sorted, in key order.
+    size = tokens * itemsize + documents * 16
+    buckets = max(1, -(-size // options.shuffle_buffer))
+    spill = buckets > 1
+    flush_bytes = max(1 << 18, options.shuffle_buffer // buckets)
+    key_field = "_key"
+    pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+    pending_bytes: dict[tuple[str, int], int] = {}
+    writers: dict[tuple[str, int], pa.ipc.RecordBatchFileWriter] = {}
+    schema: pa.Schema | None = None
+
+    def flush(slot: tuple[str, int]) -> None:
+        batches = pending.pop(slot, [])
+        pending_bytes.pop(slot, None)
+        if not batches:
+            return
+        if slot not in writers:
+            scratch.mkdir(parents=True, exist_ok=True)
+            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), batches[0].schema)
+        for b in batches:
+            writers[slot].write_batch(b)
+
+    for batch in _staged(files):
+        n = batch.num_rows
+        keys = shuffle_keys(options.seed, np.arange(position, position + n))
+        position += n
+        val = val_mask(keys, options.val_fraction)
+        bucket = (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+        batch = batch.append_column(key_field, pa.array(keys, pa.uint64()))
+        schema = batch.schema
+        slot_of = bucket * 2 + val.astype(np.int64)
+        order = np.argsort(slot_of, kind="stable")
+        sorted_slots = slot_of[order]
+        bounds = np.flatnonzero(np.diff(sorted_slots)) + 1
+        for chunk in np.split(order, bounds):
+            if not len(chunk):
+                continue
+            slot_code = int(slot_of[chunk[0]])
+            slot = (SPLITS[slot_code % 2], slot_code // 2)
+            part = batch.take(pa.array(chunk))
+            pending.setdefault(slot, []).append(part)
+            pending_bytes[slot] = pending_bytes.get(slot, 0) + part.nbytes
+            if spill and pending_bytes[slot] >= flush_bytes:
+                flush(slot)
+        update.done = position // 2
+        progress(update)
+    if spill:
+        for slot in list(pending):
+            flush(slot)
+        for w in writers.values():
+            w.close()
+    done = 0
+    for name in SPLITS:
+        for b in range(buckets):
+            slot = (name, b)
+            if spill:
+                path = scratch / f"{name}-{b:05d}.arrow"
+                if not path.exists():
+                    continue
+                with pa.memory_map(str(path)) as source:
+                    table = pa.ipc.open_file(source).read_all()
+                path.unlink()
+            else:
+                parts = pending.pop(slot, [])
+                if not parts:
+                    continue
+                table = pa.Table.from_batches(parts, schema=schema)
+            table = table.combine_chunks()
+            order = np.argsort(table.column(key_field).to_numpy(), kind="stable")
+            table = table.take(pa.array(order)).combine_chunks()
+            del order
+            for start in range(0, table.num_rows, _WRITE_ROWS):
+                part = table.slice(start, _WRITE_ROWS)
+                splits[name].add(part.column(ID).combine_chunks(), part.column(INPUT_IDS).combine_chunks())
+            done += table.num_rows
+            del table
+            update.done = documents // 2 + done // 2
+            progress(update)
+
+
+def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The manifest of a ``tokpipe tokenize`` output folder, or None for another folder."""
+    path = Path(out_dir) / "manifest.json"
+    if not path.exists():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return manifest if manifest.get("format") == FORMAT else None
