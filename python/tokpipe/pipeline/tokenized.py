@@ -176,12 +176,30 @@ class _Split:
         self._doc_writer: pq.ParquetWriter | None = None
         self._doc_tmp = self.out / ".documents.parquet.tmp"
         self._carry = np.zeros(0, dtype=self.dtype)
+        self._pending: list[tuple[pa.Array, pa.Array]] = []
+        self._pending_rows = 0
         self.rows = 0
         self.dropped_tail_tokens = 0
         self.padded_tokens = 0
 
     def add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
-        """Documents in output order: their ids and token lists (large_list)."""
+        """Documents in output order: their ids and token lists (large_list). They are
+        written in runs of ``_WRITE_ROWS`` documents whatever the cut of the calls, so the
+        files' bytes (row groups) do not depend on how the shuffle bucketed the documents."""
+        self._pending.append((doc_ids, ids))
+        self._pending_rows += len(doc_ids)
+        while self._pending_rows >= _WRITE_ROWS:
+            self._drain(_WRITE_ROWS)
+
+    def _drain(self, rows: int) -> None:
+        doc_ids = pa.concat_arrays([d for d, _ in self._pending]) if len(self._pending) > 1 else self._pending[0][0]
+        ids = pa.concat_arrays([i for _, i in self._pending]) if len(self._pending) > 1 else self._pending[0][1]
+        rest = len(doc_ids) - rows
+        self._pending = [(doc_ids.slice(rows), ids.slice(rows))] if rest else []
+        self._pending_rows = rest
+        self._add(doc_ids.slice(0, rows), ids.slice(0, rows))
+
+    def _add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
         lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
         flat = ids.flatten().to_numpy(zero_copy_only=False)
         if self.options.truncate:
@@ -244,6 +262,8 @@ class _Split:
                             "bytes": info.bytes, "sha256": info.sha256})
 
     def close(self) -> dict[str, Any]:
+        if self._pending_rows:
+            self._drain(self._pending_rows)
         summary: dict[str, Any] = {}
         if self._parquet is not None:
             if self.options.pack and len(self._carry):
