@@ -50,8 +50,9 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
 @click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
 @click.option("--shuffle-buffer", default="256MB", show_default=True,
               help="Token ids the shuffle holds in memory at once; more spills to sorted buckets on disk.")
-@click.option("--task-size", default="64MB", show_default=True,
-              help="Split big .jsonl (and line-split .txt) files into tasks of about this size.")
+@click.option("--task-size", default="16MB", show_default=True,
+              help="Split big .jsonl (and line-split .txt) files into tasks of about this size (smaller than "
+                   "clean's: the workers then read one task while encoding another).")
 @click.option("--text-field", default="text", show_default=True, help="JSONL/Parquet field holding the text.")
 @click.option("--id-field", default="id", show_default=True, help="JSONL/Parquet field holding the id.")
 @click.option("--split", type=click.Choice(["none", "lines", "paragraphs"]), default="none", show_default=True,

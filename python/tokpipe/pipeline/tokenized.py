@@ -41,9 +41,11 @@ the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and spli
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import os
 import shutil
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,8 +75,12 @@ FORMAT_VERSION = 1
 SPLITS = ("train", "val")
 _MASK = (1 << 64) - 1
 _VAL_SALT = 0xD1B54A32D192ED03
-# Documents handed to the writers at a time: big enough for few, large Parquet row groups.
-_WRITE_ROWS = 16384
+# Documents handed to the writers at a time: big enough for few, large Parquet row groups,
+# small enough that a run of long documents stays a few tens of MB.
+_WRITE_ROWS = 4096
+# Runs being written (Parquet encoding and compression release the GIL) while the next run
+# is gathered: the write overlaps the shuffle's reads and takes on the second core.
+_IN_FLIGHT = 2
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,8 @@ class _Split:
         self._doc_tmp = self.out / ".documents.parquet.tmp"
         self._carry = np.zeros(0, dtype=self.dtype)
         self._pending: list[tuple[pa.Array, pa.Array]] = []
+        self._io = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write")
+        self._in_flight: deque[tuple[cf.Future[Any], int]] = deque()
         self._pending_rows = 0
         self.rows = 0
         self.dropped_tail_tokens = 0
@@ -219,10 +227,16 @@ class _Split:
             self.out.mkdir(parents=True, exist_ok=True)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
                                                 compression="zstd")
-        self._doc_writer.write_batch(pa.record_batch([doc_ids.cast(pa.string()), pa.array(lengths, pa.int32())],
-                                                     names=[ID, LENGTH]))
-        if self._megatron is not None:
-            self._megatron.add(flat, lengths)
+        doc_writer, megatron = self._doc_writer, self._megatron
+        record = pa.record_batch([doc_ids.cast(pa.string()), pa.array(lengths, pa.int32())], names=[ID, LENGTH])
+
+        def write_documents() -> list[Any]:
+            doc_writer.write_batch(record)
+            if megatron is not None:
+                megatron.add(flat, lengths)
+            return []
+
+        self._submit(write_documents, 0)
         if self._parquet is None:
             return
         if self.options.pack:
@@ -251,9 +265,21 @@ class _Split:
         self._write(batch, n * width)
 
     def _write(self, batch: pa.RecordBatch, tokens: int) -> None:
-        assert self._parquet is not None
+        parquet = self._parquet
+        assert parquet is not None
+        self._submit(lambda: parquet.write(batch), tokens)
+
+    def _submit(self, write: Any, tokens: int) -> None:
+        """Runs ``write`` on the writer thread, in order; its shards get the tokens written
+        since the last shard closed."""
+        self._in_flight.append((self._io.submit(write), tokens))
+        while len(self._in_flight) > _IN_FLIGHT:
+            self._settle()
+
+    def _settle(self) -> None:
+        future, tokens = self._in_flight.popleft()
         self._shard_tokens += tokens
-        for info in self._parquet.write(batch):
+        for info in future.result():
             self._done(info, self._shard_tokens)
             self._shard_tokens = 0
 
@@ -265,19 +291,11 @@ class _Split:
         if self._pending_rows:
             self._drain(self._pending_rows)
         summary: dict[str, Any] = {}
+        self._flush_tail()
+        while self._in_flight:
+            self._settle()
+        self._io.shutdown()
         if self._parquet is not None:
-            if self.options.pack and len(self._carry):
-                tail = len(self._carry)
-                if self.options.pad_tail:
-                    assert self.options.seq_len is not None and self.eos is not None
-                    width = self.options.seq_len + 1
-                    row = np.full(width, self.eos, dtype=self.dtype)
-                    row[:tail] = self._carry
-                    self.padded_tokens = width - tail
-                    self._write_rows(row.reshape(1, width), np.array([tail], dtype=np.int32))
-                else:
-                    self.dropped_tail_tokens = tail
-                self._carry = self._carry[:0]
             for info in self._parquet.close():
                 self._done(info, self._shard_tokens)
                 self._shard_tokens = 0
@@ -299,7 +317,24 @@ class _Split:
         summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens})
         return summary
 
+    def _flush_tail(self) -> None:
+        """The last partial packed row: padded with EOS, or dropped and counted."""
+        if self._parquet is None or not self.options.pack or not len(self._carry):
+            return
+        tail = len(self._carry)
+        if self.options.pad_tail:
+            assert self.options.seq_len is not None and self.eos is not None
+            width = self.options.seq_len + 1
+            row = np.full(width, self.eos, dtype=self.dtype)
+            row[:tail] = self._carry
+            self.padded_tokens = width - tail
+            self._write_rows(row.reshape(1, width), np.array([tail], dtype=np.int32))
+        else:
+            self.dropped_tail_tokens = tail
+        self._carry = self._carry[:0]
+
     def abort(self) -> None:
+        self._io.shutdown(wait=True, cancel_futures=True)
         if self._parquet is not None:
             self._parquet.abort()
         if self._megatron is not None:
