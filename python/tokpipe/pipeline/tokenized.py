@@ -559,11 +559,11 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
                 table = pa.Table.from_batches(parts, schema=schema)
             table = table.combine_chunks()
             order = np.argsort(table.column(key_field).to_numpy(), kind="stable")
-            table = table.take(pa.array(order)).combine_chunks()
-            del order
+            # Gathered run by run, so the sorted copy never exists whole next to the bucket.
             for start in range(0, table.num_rows, _WRITE_ROWS):
-                part = table.slice(start, _WRITE_ROWS)
+                part = table.take(pa.array(order[start:start + _WRITE_ROWS]))
                 splits[name].add(part.column(ID).combine_chunks(), part.column(INPUT_IDS).combine_chunks())
+            del order
             done += table.num_rows
             del table
             update.done = documents // 2 + done // 2
