@@ -495,41 +495,42 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
     buckets = max(1, -(-size // options.shuffle_buffer))
     spill = buckets > 1
     flush_bytes = max(1 << 18, options.shuffle_buffer // buckets)
-    key_field = "_key"
-    pending: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+    # Per (split, bucket): pieces of documents (ids, keys, lengths, flat token ids) held in
+    # memory, and, when spilling, the Arrow file they are flushed to.
+    pending: dict[tuple[str, int], list[_Piece]] = {}
     pending_bytes: dict[tuple[str, int], int] = {}
     writers: dict[tuple[str, int], pa.ipc.RecordBatchFileWriter] = {}
-    schema: pa.Schema | None = None
 
     def flush(slot: tuple[str, int]) -> None:
-        batches = pending.pop(slot, [])
+        pieces = pending.pop(slot, [])
         pending_bytes.pop(slot, None)
-        if not batches:
+        if not pieces:
             return
         if slot not in writers:
             scratch.mkdir(parents=True, exist_ok=True)
-            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), batches[0].schema)
-        for b in batches:
-            writers[slot].write_batch(b)
+            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), _PIECE_SCHEMA)
+        for piece in pieces:
+            writers[slot].write_batch(piece.to_batch())
 
     for batch in _staged(files):
         n = batch.num_rows
         keys = shuffle_keys(options.seed, np.arange(position, position + n))
         position += n
         val = val_mask(keys, options.val_fraction)
-        bucket = (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
-        batch = batch.append_column(key_field, pa.array(keys, pa.uint64()))
-        schema = batch.schema
-        slot_of = bucket * 2 + val.astype(np.int64)
+        piece = _Piece.of(batch.column(ID), keys, batch.column(INPUT_IDS))
+        if not spill:
+            slot_of = val.astype(np.int64)
+        else:
+            bucket = (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+            slot_of = bucket * 2 + val.astype(np.int64)
         order = np.argsort(slot_of, kind="stable")
-        sorted_slots = slot_of[order]
-        bounds = np.flatnonzero(np.diff(sorted_slots)) + 1
-        for chunk in np.split(order, bounds):
-            if not len(chunk):
+        bounds = np.flatnonzero(np.diff(slot_of[order])) + 1
+        for rows in np.split(order, bounds):
+            if not len(rows):
                 continue
-            slot_code = int(slot_of[chunk[0]])
-            slot = (SPLITS[slot_code % 2], slot_code // 2)
-            part = batch.take(pa.array(chunk))
+            code = int(slot_of[rows[0]])
+            slot = (SPLITS[code % 2], code // 2 if spill else 0)
+            part = piece.take(rows) if len(rows) < n else piece
             pending.setdefault(slot, []).append(part)
             pending_bytes[slot] = pending_bytes.get(slot, 0) + part.nbytes
             if spill and pending_bytes[slot] >= flush_bytes:
@@ -550,24 +551,87 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
                 if not path.exists():
                     continue
                 with pa.memory_map(str(path)) as source:
-                    table = pa.ipc.open_file(source).read_all()
+                    reader = pa.ipc.open_file(source)
+                    pieces = [_Piece.from_batch(reader.get_batch(i)) for i in range(reader.num_record_batches)]
+                bucket_piece = _Piece.concat(pieces)
+                del pieces
                 path.unlink()
             else:
-                parts = pending.pop(slot, [])
-                if not parts:
+                pieces = pending.pop(slot, [])
+                if not pieces:
                     continue
-                table = pa.Table.from_batches(parts, schema=schema)
-            table = table.combine_chunks()
-            order = np.argsort(table.column(key_field).to_numpy(), kind="stable")
+                bucket_piece = _Piece.concat(pieces)
+                del pieces
+            order = np.argsort(bucket_piece.keys, kind="stable")
             # Gathered run by run, so the sorted copy never exists whole next to the bucket.
-            for start in range(0, table.num_rows, _WRITE_ROWS):
-                part = table.take(pa.array(order[start:start + _WRITE_ROWS]))
-                splits[name].add(part.column(ID).combine_chunks(), part.column(INPUT_IDS).combine_chunks())
-            del order
-            done += table.num_rows
-            del table
+            for start in range(0, len(order), _WRITE_ROWS):
+                part = bucket_piece.take(order[start:start + _WRITE_ROWS])
+                splits[name].add(part.doc_ids, part.list_array())
+            done += len(order)
+            del bucket_piece, order
             update.done = documents // 2 + done // 2
             progress(update)
+
+
+_PIECE_SCHEMA = pa.schema([(ID, pa.string()), ("_key", pa.uint64()), (INPUT_IDS, pa.large_list(pa.uint32()))])
+
+
+@dataclass
+class _Piece:
+    """Documents in numpy form for the shuffle: gathering rows of a list column with numpy
+    index arithmetic is several times faster than Arrow's ``take`` on long lists."""
+
+    doc_ids: pa.Array
+    keys: np.ndarray
+    offsets: np.ndarray  # int64, len + 1, from 0
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, doc_ids: pa.Array | pa.ChunkedArray, keys: np.ndarray, ids: pa.Array | pa.ChunkedArray) -> _Piece:
+        if isinstance(doc_ids, pa.ChunkedArray):
+            doc_ids = doc_ids.combine_chunks()
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(doc_ids.cast(pa.string()), keys, offsets, ids.flatten().to_numpy(zero_copy_only=False))
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + self.offsets.nbytes + self.keys.nbytes + self.doc_ids.nbytes
+
+    def take(self, rows: np.ndarray) -> _Piece:
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        # Each output token's source index: its row's start, plus its place in the row.
+        index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+        return _Piece(self.doc_ids.take(pa.array(rows)), self.keys[rows], offsets, self.values[index])
+
+    @classmethod
+    def concat(cls, pieces: list[_Piece]) -> _Piece:
+        if len(pieces) == 1:
+            return pieces[0]
+        offsets = [pieces[0].offsets]
+        at = pieces[0].offsets[-1]
+        for p in pieces[1:]:
+            offsets.append(p.offsets[1:] + at)
+            at += p.offsets[-1]
+        return cls(pa.concat_arrays([p.doc_ids for p in pieces]), np.concatenate([p.keys for p in pieces]),
+                   np.concatenate(offsets), np.concatenate([p.values for p in pieces]))
+
+    def list_array(self) -> pa.LargeListArray:
+        return pa.LargeListArray.from_arrays(pa.array(self.offsets, pa.int64()), pa.array(self.values))
+
+    def to_batch(self) -> pa.RecordBatch:
+        ids = self.list_array().cast(pa.large_list(pa.uint32()))
+        return pa.record_batch([self.doc_ids, pa.array(self.keys, pa.uint64()), ids], schema=_PIECE_SCHEMA)
+
+    @classmethod
+    def from_batch(cls, batch: pa.RecordBatch) -> _Piece:
+        return cls.of(batch.column(ID), batch.column("_key").to_numpy(), batch.column(INPUT_IDS))
 
 
 def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
