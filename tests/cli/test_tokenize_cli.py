@@ -99,3 +99,20 @@ def test_no_shuffle_keeps_input_order_and_dtype_follows_the_vocabulary(tmp_path:
     assert dtype == np.dtype("<i4")  # 100,277 ids: not under Megatron's 65,500
     assert [m.tolist() for m in megatron] == want
     assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["dtype"] == "uint32"
+
+
+def test_stats_verify_finds_a_changed_shard(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both",
+               "--val-fraction", "0.1").returncode == 0
+    ok = run("stats", str(out), "--verify")
+    assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
+    shard = next((out / "train").glob("part-*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:-1] + b"x")
+    with open(out / "val" / "megatron.bin", "ab") as f:
+        f.write(b"\0\0")
+    bad = run("stats", str(out), "--verify")
+    assert bad.returncode == 1
+    assert f"train/{shard.name}: sha256" in bad.stderr
+    assert "val/megatron.bin" in bad.stderr

@@ -176,10 +176,19 @@ def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) 
     if tokenized is not None:
         from tokpipe.cli.tokenize import tokenized_stats
 
+        from tokpipe.pipeline.tokenized import verify_tokenized
+
         if as_json:
             click.echo(json.dumps({k: tokenized[k] for k in ("totals", "splits", "stats")}, indent=2))
         else:
             tokenized_stats(output, tokenized, plot)
+        if verify:
+            found = verify_tokenized(output, tokenized)
+            for problem in found:
+                click.echo(f"tokpipe: problem: {problem}", err=True)
+            if found:
+                sys.exit(1)
+            click.echo("verified: every shard matches the manifest")
         return
     if plot is not None:
         raise UsageError("--plot applies to a `tokpipe tokenize` output folder")

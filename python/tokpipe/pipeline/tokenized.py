@@ -641,3 +641,42 @@ def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] |
         return None
     manifest = json.loads(path.read_text(encoding="utf-8"))
     return manifest if manifest.get("format") == FORMAT else None
+
+
+def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[str]:
+    """Check a tokenized folder against its manifest: every Parquet shard's size, sha256 and
+    rows; each split's ``documents.parquet`` rows; the Megatron pair's sizes and counts."""
+    import struct
+
+    from tokpipe.pipeline.writers.manifest import _check_file
+
+    out = Path(out_dir)
+    problems: list[str] = []
+    for name, split in manifest["splits"].items():
+        for entry in split.get("parquet", []):
+            problems.extend(_check_file(out, entry))
+        documents = out / name / "documents.parquet"
+        if not documents.is_file():
+            problems.append(f"{name}/documents.parquet: missing")
+        elif pq.read_metadata(documents).num_rows != split["documents"]:
+            problems.append(f"{name}/documents.parquet: {pq.read_metadata(documents).num_rows} rows, "
+                            f"manifest says {split['documents']} documents")
+        megatron = split.get("megatron")
+        if megatron is None:
+            continue
+        bin_path, idx_path = out / f"{megatron['prefix']}.bin", out / f"{megatron['prefix']}.idx"
+        if not bin_path.is_file() or not idx_path.is_file():
+            problems.append(f"{megatron['prefix']}: .bin or .idx missing")
+            continue
+        if bin_path.stat().st_size != megatron["bin_bytes"]:
+            problems.append(f"{bin_path.relative_to(out)}: {bin_path.stat().st_size} bytes, "
+                            f"manifest says {megatron['bin_bytes']}")
+        with open(idx_path, "rb") as f:
+            header = f.read(34)
+        if len(header) < 34 or header[:9] != b"MMIDIDX\x00\x00":
+            problems.append(f"{idx_path.relative_to(out)}: not a Megatron index")
+            continue
+        sequences, _ = struct.unpack("<QQ", header[18:34])
+        if sequences != megatron["documents"]:
+            problems.append(f"{idx_path.relative_to(out)}: {sequences} sequences, manifest says {megatron['documents']}")
+    return problems
