@@ -249,11 +249,20 @@ class _Split:
     def _pack(self, flat: np.ndarray) -> None:
         assert self.options.seq_len is not None
         width = self.options.seq_len + 1
-        stream = np.concatenate([self._carry, flat.astype(self.dtype, copy=False)])
-        full = len(stream) // width
-        self._carry = stream[full * width:].copy()
+        flat = flat.astype(self.dtype, copy=False)
+        if len(self._carry):
+            # Only the row the carried tokens start is copied; the rest are views of `flat`.
+            need = width - len(self._carry)
+            if len(flat) < need:
+                self._carry = np.concatenate([self._carry, flat])
+                return
+            first = np.concatenate([self._carry, flat[:need]])
+            self._write_rows(first.reshape(1, width), np.full(1, width, dtype=np.int32))
+            flat = flat[need:]
+        full = len(flat) // width
+        self._carry = flat[full * width:].copy()
         if full:
-            self._write_rows(stream[: full * width].reshape(full, width), np.full(full, width, dtype=np.int32))
+            self._write_rows(flat[: full * width].reshape(full, width), np.full(full, width, dtype=np.int32))
 
     def _write_rows(self, rows: np.ndarray, real: np.ndarray) -> None:
         n, width = rows.shape
@@ -606,9 +615,16 @@ class _Piece:
         lengths = ends - starts
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        # Each output token's source index: its row's start, plus its place in the row.
-        index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
-        return _Piece(self.doc_ids.take(pa.array(rows)), self.keys[rows], offsets, self.values[index])
+        if len(rows) and offsets[-1] >= 64 * len(rows):
+            # Long documents: one slice copy each (a memcpy; Python's cost per row is small
+            # next to the row).
+            values = np.concatenate([self.values[a:b] for a, b in zip(starts.tolist(), ends.tolist())])
+        else:
+            # Short documents: each output token's source index (its row's start plus its place
+            # in the row), gathered at once, with no Python step per row.
+            index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+            values = self.values[index]
+        return _Piece(self.doc_ids.take(pa.array(rows)), self.keys[rows], offsets, values)
 
     @classmethod
     def concat(cls, pieces: list[_Piece]) -> _Piece:
