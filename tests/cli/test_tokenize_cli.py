@@ -116,3 +116,17 @@ def test_stats_verify_finds_a_changed_shard(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert f"train/{shard.name}: sha256" in bad.stderr
     assert "val/megatron.bin" in bad.stderr
+
+
+def test_a_rerun_with_other_workers_and_threads_resumes_the_same_run(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    base = ["tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--task-size", "16KB"]
+    assert run(*base, "--workers", "1").returncode == 0
+    first = (out / "train" / "documents.parquet").read_bytes()
+    (out / "manifest.json").unlink()
+    for marker in sorted((out / ".tokpipe" / "seg0").glob("*.json"))[::2]:
+        marker.unlink()
+    again = run(*base, "--workers", "2", "--threads", "1")
+    assert again.returncode == 0, again.stderr
+    assert (out / "train" / "documents.parquet").read_bytes() == first

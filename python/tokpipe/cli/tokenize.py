@@ -44,9 +44,10 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
 @click.option("--val-fraction", type=click.FloatRange(min=0.0, max=1.0, max_open=True), default=0.0,
               show_default=True, help="Fraction of documents (chosen by seeded hash) written to val/.")
 @click.option("-w", "--workers", type=click.IntRange(min=1), default=None,
-              help="Worker processes [default: the number of cores].")
+              help="Worker processes (each reads its tasks and encodes them on --threads threads) "
+                   "[default: half the cores].")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Encoding threads per worker [default: all cores].")
+              help="Encoding threads per worker [default: the cores divided by --workers].")
 @click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
 @click.option("--shuffle-buffer", default="256MB", show_default=True,
               help="Token ids the shuffle holds in memory at once; more spills to sorted buckets on disk.")
@@ -82,6 +83,12 @@ def tokenize_command(inputs: tuple[Path, ...], tokenizer_path: str, output: Path
     if output is None:
         raise UsageError("give the output folder with -o/--output")
     formats = ("parquet", "megatron") if fmt == "both" else (fmt,)
+    # Encoding is parallel inside a worker already; more workers only add readers (JSON is
+    # parsed in Python) and a copy of the tokenizer each, so half the cores by default, and the
+    # cores shared out between the workers' encoding threads.
+    cores = os.cpu_count() or 1
+    workers = workers or max(1, cores // 2)
+    threads = threads or max(1, cores // workers)
     try:
         options = TokenizeOptions(tokenizer=tokenizer_path, formats=formats, append_eos=append_eos,
                                   eos_token=eos_token, seq_len=seq_len, pack=pack, truncate=truncate,
@@ -95,7 +102,7 @@ def tokenize_command(inputs: tuple[Path, ...], tokenizer_path: str, output: Path
     # 64 MB of text).
     reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict,
                            task_bytes=parse_size(task_size), batch_rows=8192)
-    run = RunOptions(workers=workers or os.cpu_count() or 1, shard_size=parse_size(shard_size), strict=strict,
+    run = RunOptions(workers=workers, shard_size=parse_size(shard_size), strict=strict,
                      overwrite=overwrite, reader=reader)
     progress = _Progress(enabled=not quiet and sys.stderr.isatty())
     try:

@@ -407,11 +407,23 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     out = Path(out_dir)
     tokenizer = load_tokenizer(options.tokenizer)
     eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
+    # `threads` is a speed knob, not part of what the run computes: it reaches the workers as
+    # RAYON_NUM_THREADS (inherited when they start), so a resume may use another value.
     config = PipelineConfig([StageSpec("tokenize", {"tokenizer": str(Path(options.tokenizer).resolve()),
                                                     "append_eos": options.append_eos, "eos_token": options.eos_token,
-                                                    "keep_text": False, "threads": options.threads})])
+                                                    "keep_text": False, "threads": None})])
     executor = _TokenizeExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
-    tasks, tasks_run = executor.tokenize()
+    saved = os.environ.get("RAYON_NUM_THREADS")
+    if options.threads:
+        os.environ["RAYON_NUM_THREADS"] = str(options.threads)
+    try:
+        tasks, tasks_run = executor.tokenize()
+    finally:
+        if options.threads:
+            if saved is None:
+                os.environ.pop("RAYON_NUM_THREADS", None)
+            else:
+                os.environ["RAYON_NUM_THREADS"] = saved
     state = executor.state
 
     stats: dict[str, StageStats] = {}
