@@ -70,6 +70,6 @@ def cli(verbose: bool) -> None:
 
 
 def main() -> None:
-    from tokpipe.cli import clean, encode, train, train_lm, train_quality  # noqa: F401  (registers the commands)
+    from tokpipe.cli import clean, encode, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
 
     cli(prog_name="tokpipe")

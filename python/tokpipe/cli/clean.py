@@ -177,11 +177,35 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
 @click.argument("output", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--verify", is_flag=True, help="Also check every shard's size, row count and sha256 against the manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest's stats as JSON instead of a table.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Tokenized folders: save the document-length histogram as a .png (matplotlib) or .html file.")
 @friendly_errors
-def stats_command(output: Path, verify: bool, as_json: bool) -> None:
-    """Summarise a finished `tokpipe clean` OUTPUT folder from its manifest.json."""
+def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) -> None:
+    """Summarise a finished `tokpipe clean` or `tokpipe tokenize` OUTPUT folder from its
+    manifest.json (for a tokenized one: tokens, documents, length percentiles, histogram)."""
+    from tokpipe.pipeline.tokenized import read_tokenized_manifest
     from tokpipe.pipeline.writers import read_manifest, verify_manifest
 
+    tokenized = read_tokenized_manifest(output)
+    if tokenized is not None:
+        from tokpipe.cli.tokenize import tokenized_stats
+
+        from tokpipe.pipeline.tokenized import verify_tokenized
+
+        if as_json:
+            click.echo(json.dumps({k: tokenized[k] for k in ("totals", "splits", "stats")}, indent=2))
+        else:
+            tokenized_stats(output, tokenized, plot)
+        if verify:
+            found = verify_tokenized(output, tokenized)
+            for problem in found:
+                click.echo(f"tokpipe: problem: {problem}", err=True)
+            if found:
+                sys.exit(1)
+            click.echo("verified: every shard matches the manifest")
+        return
+    if plot is not None:
+        raise UsageError("--plot applies to a `tokpipe tokenize` output folder")
     manifest = read_manifest(output)
     if as_json:
         click.echo(json.dumps(manifest["stats"], indent=2))

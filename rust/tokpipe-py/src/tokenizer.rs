@@ -2,6 +2,7 @@
 
 use crate::errors::{to_py, IntoPyResult};
 use crate::ids::{self, IdObjects};
+use crate::kernels::StrBuffers;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -230,6 +231,51 @@ impl PyTokenizer {
         )
     }
 
+    /// Every row of an Arrow string column (its offsets and data buffers, see
+    /// `kernels::StrBuffers`) encoded in parallel with the GIL released: `(ids, offsets)` as
+    /// bytes, the ids flat (`u16` when `narrow`, else `u32`, native order) and the `int64`
+    /// row offsets into them (`len + 1`), the buffers of an Arrow `large_list` column.
+    /// `append` (the EOS id) follows the ids of each row that has any.
+    #[pyo3(signature = (offsets, data, wide, num_threads=None, allowed_special=None, append=None, narrow=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_arrow<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: &Bound<'py, PyAny>,
+        data: &Bound<'py, PyAny>,
+        wide: bool,
+        num_threads: Option<usize>,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+        append: Option<u32>,
+        narrow: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let allowed = parse_allowed_special(allowed_special)?;
+        let column = StrBuffers::get(offsets, data, wide)?;
+        let encoded = py.detach(|| -> PyResult<_> {
+            let column = column.column()?;
+            let mut out = self
+                .inner
+                .encode_column(&column, &allowed, append, num_threads)
+                .py()?;
+            if narrow {
+                let wide_ids = std::mem::take(&mut out.ids);
+                let mut ids = Vec::with_capacity(wide_ids.len());
+                for id in wide_ids {
+                    ids.push(u16::try_from(id).map_err(|_| {
+                        to_py(Error::InvalidArgument(format!(
+                            "token id {id} does not fit in uint16"
+                        )))
+                    })?);
+                }
+                return Ok((bytes_of_u16(&ids), out.offsets));
+            }
+            Ok((bytes_of_u32(&out.ids), out.offsets))
+        })?;
+        let (ids, offsets) = encoded;
+        let offset_bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_ne_bytes()).collect();
+        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &offset_bytes)))
+    }
+
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
         py.detach(|| self.inner.decode(&ids)).py()
     }
@@ -310,4 +356,12 @@ impl PyTokenizer {
         })?;
         py.detach(|| vocab_txt::save(model, &path)).py()
     }
+}
+
+fn bytes_of_u32(ids: &[u32]) -> Vec<u8> {
+    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
+}
+
+fn bytes_of_u16(ids: &[u16]) -> Vec<u8> {
+    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
 }

@@ -12,7 +12,8 @@ from tokpipe.pipeline.stages.quality_classifier import QualityClassifierFilter
 from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQuality
 from tokpipe.pipeline.stages.quality_gopher import GopherQuality, GopherRepetition
 from tokpipe.pipeline.stages.text_stats import Blocklist, TextStats
+from tokpipe.pipeline.stages.tokenize import Tokenize
 
 __all__ = ["Normalize", "LengthFilter", "ExactDedup", "MinhashDedup", "ParagraphDedup", "C4Quality", "C4BadWords",
            "FineWebQuality", "GopherQuality", "GopherRepetition", "TextStats", "Blocklist", "LanguageFilter", "Perplexity",
-           "Pii", "QualityClassifierFilter"]
+           "Pii", "QualityClassifierFilter", "Tokenize"]

@@ -7,6 +7,7 @@ pub mod c4;
 pub mod chars;
 mod en_special;
 pub mod en_words;
+pub mod encode;
 pub mod fineweb;
 pub mod gopher;
 pub mod keys;

@@ -1,0 +1,162 @@
+"""``tokenize``: each document's token ids (``input_ids``) and their count (``length``).
+
+The ids are computed by ``Tokenizer.encode_arrow``: the whole text column goes to Rust as its
+Arrow buffers and comes back as one ``large_list`` column, encoded on all cores with no
+Python object per document. ``input_ids`` is ``uint16`` when every id fits (vocab_size <=
+65536), else ``uint32``.
+
+Documents without a single token (empty text, or text the tokenizer maps to nothing) are
+dropped with the reason ``empty``: they hold nothing to train on, and a zero-length sequence
+is a hazard in the formats downstream (Megatron's sample index, packed rows). The count is
+in the stage's stats (``dropped_empty``).
+
+The tokenizer is loaded once per worker process (cached by path, size and mtime), not per
+batch or per task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokpipe.errors import ConfigError
+from tokpipe.pipeline.base import Stage, StageResult, register, split_rejected
+from tokpipe.pipeline.documents import TEXT, set_column
+from tokpipe.tokenizer import Tokenizer
+
+__all__ = ["Tokenize", "load_tokenizer", "find_eos", "ids_dtype", "file_sha256", "INPUT_IDS", "LENGTH",
+           "EOS_CANDIDATES"]
+
+INPUT_IDS = "input_ids"
+LENGTH = "length"
+#: End-of-document tokens looked for, in this order, when no ``eos_token`` is given:
+#: GPT-2/tiktoken, Llama/T5/SentencePiece, BERT, and the generic name.
+EOS_CANDIDATES = ("<|endoftext|>", "</s>", "[SEP]", "<eos>", "<|end_of_text|>")
+
+_CACHE: dict[tuple[str, int, int], Tokenizer] = {}
+
+
+def _tiktoken_pattern(name: str) -> str:
+    lowered = name.lower()
+    for key, preset in (("o200k", "o200k"), ("cl100k", "cl100k"), ("p50k", "gpt2"), ("r50k", "gpt2"), ("gpt2", "gpt2")):
+        if key in lowered:
+            return preset
+    raise ConfigError(f"{name}: cannot tell the pre-tokenizer pattern of this .tiktoken file from its name "
+                      "(expected cl100k, o200k, r50k, p50k or gpt2 in it); convert it to a tokenizer.json")
+
+
+def _load(path: Path) -> Tokenizer:
+    name = path.name
+    if name.endswith((".tiktoken", ".tiktoken.gz")):
+        return Tokenizer.from_tiktoken(path, pattern=_tiktoken_pattern(name))
+    if name.endswith("encoder.json") or name.endswith(".bpe"):
+        # GPT-2's pair: `[prefix]encoder.json` and `[prefix]vocab.bpe` side by side.
+        prefix = name[: -len("encoder.json")] if name.endswith("encoder.json") else name[: -len("vocab.bpe")]
+        encoder, merges = path.with_name(prefix + "encoder.json"), path.with_name(prefix + "vocab.bpe")
+        if encoder.exists() and merges.exists():
+            return Tokenizer.from_gpt2(encoder, merges)
+    if name.endswith(".txt"):
+        return Tokenizer.from_wordpiece_vocab(path)
+    return Tokenizer.from_file(path)
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
+    """A tokenizer from a file: an HF ``tokenizer.json``, a ``.tiktoken[.gz]`` rank file
+    (pattern told by its name: cl100k, o200k, r50k/p50k/gpt2), GPT-2's ``encoder.json`` with
+    its ``vocab.bpe`` beside it, or BERT's ``vocab.txt``. Cached per process."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    tokenizer = _CACHE.get(key)
+    if tokenizer is None:
+        tokenizer = _CACHE[key] = _load(resolved)
+    return tokenizer
+
+
+def find_eos(tokenizer: Tokenizer, eos_token: str | None = None) -> int:
+    """The id of ``eos_token``, or of the first of ``EOS_CANDIDATES`` the tokenizer has."""
+    added = tokenizer.added_tokens
+    if eos_token is not None:
+        found = added.get(eos_token)
+        if found is None:
+            found = tokenizer.token_to_id(eos_token)
+        if found is None:
+            raise ConfigError(f"the tokenizer has no token {eos_token!r} to use as end of document")
+        return found
+    for candidate in EOS_CANDIDATES:
+        if candidate in added:
+            return added[candidate]
+    raise ConfigError("the tokenizer has no end-of-document token (looked for "
+                      f"{', '.join(EOS_CANDIDATES)}); name one with eos_token / --eos-token, "
+                      "or turn append_eos off")
+
+
+def ids_dtype(vocab_size: int) -> str:
+    """``uint16`` when every id (0 .. vocab_size - 1) fits in it, else ``uint32``."""
+    return "uint16" if vocab_size <= 1 << 16 else "uint32"
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@register
+class Tokenize(Stage):
+    """Adds ``input_ids`` (list<uint16> or list<uint32>, by vocab size) and ``length``
+    (int32) to each document, with the end-of-document id after each document's ids when
+    ``append_eos``. Drops documents without tokens (reason ``empty``). ``keep_text=False``
+    removes the text column (the token ids replace it). ``threads``: Rust threads per worker
+    process (all cores when None)."""
+
+    name = "tokenize"
+
+    def __init__(self, tokenizer: str = "", append_eos: bool = True, eos_token: str | None = None,
+                 keep_text: bool = True, threads: int | None = None) -> None:
+        if not tokenizer:
+            raise ConfigError("tokenize: give the tokenizer file (tokenizer: path/to/tokenizer.json)")
+        self.tokenizer = tokenizer
+        self.append_eos = append_eos
+        self.eos_token = eos_token
+        self.keep_text = keep_text
+        self.threads = threads
+        # Checked now, so a bad file or a missing EOS is a config error before any work.
+        loaded = load_tokenizer(tokenizer)
+        self._eos = find_eos(loaded, eos_token) if append_eos else None
+
+    @property
+    def _tokenizer(self) -> Tokenizer:
+        return load_tokenizer(self.tokenizer)
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._eos
+
+    @property
+    def dtype(self) -> str:
+        return ids_dtype(self._tokenizer.vocab_size)
+
+    def params(self) -> dict[str, Any]:
+        return {"tokenizer": self.tokenizer, "append_eos": self.append_eos, "eos_token": self.eos_token,
+                "keep_text": self.keep_text, "threads": self.threads}
+
+    def apply(self, batch: pa.RecordBatch) -> StageResult:
+        ids = self._tokenizer.encode_arrow(batch.column(TEXT), num_threads=self.threads, append_id=self._eos,
+                                           dtype=self.dtype)
+        lengths = pc.list_value_length(ids).cast(pa.int32())
+        out = set_column(set_column(batch, INPUT_IDS, ids), LENGTH, lengths)
+        if not self.keep_text:
+            out = out.drop_columns([TEXT])
+        self.stats.extra["tokens"] += int(pc.sum(lengths).as_py() or 0)
+        keep = lengths.to_numpy(zero_copy_only=False) > 0
+        if keep.all():
+            return StageResult(out)
+        return split_rejected(out, keep, "empty", self.name)

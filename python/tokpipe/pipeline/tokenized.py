@@ -1,0 +1,710 @@
+"""Tokenize and pack: text in, pretraining shards out (``tokpipe tokenize``).
+
+Two phases.
+
+1. **Tokenize** (parallel, resumable): the local executor runs the ``tokenize`` stage over
+   the input tasks on the worker processes; each task's documents (``id``, ``input_ids``,
+   ``length``) land in ``OUT/.tokpipe/seg0/kept/``. A rerun after a crash redoes only the
+   tasks that had not finished.
+2. **Shuffle, split, write** (one process, bounded memory): documents are numbered by their
+   position in task order (fixed by the inputs, not by the worker count), and each gets
+
+       key   = splitmix64(position + splitmix64(seed))       its place in the shuffled order
+       split = val  when  splitmix64(key ^ C) / 2**64 < val_fraction,  else train
+
+   The output is the documents sorted by ``key``: a uniform, seeded permutation, the same
+   for any number of workers. It is computed without holding the corpus: documents are
+   scattered by key range into B buckets (temporary Arrow files; B is chosen so a bucket's
+   ids fit ``shuffle_buffer`` bytes), then each bucket, in key order, is read, sorted and
+   written out. With B = 1 the bucket stays in memory. Without shuffling, documents are
+   written in input order as they are read.
+
+Outputs, per split (``OUT/train``, ``OUT/val``):
+
+* ``part-00000-NNNNN.parquet``: ``id``, ``input_ids`` (list<uint16> when vocab_size <= 65536,
+  else list<uint32>) and ``length`` per document; or, with ``pack``, rows of exactly
+  ``seq_len + 1`` tokens (``input_ids``; ``length`` = real tokens in the row), so a training
+  step takes ``inputs = row[:-1]`` and ``targets = row[1:]``. Rows are disjoint consecutive
+  slices of the stream of documents, each followed by its EOS; a document longer than a row
+  runs on into the next rows (or, with ``truncate``, is cut to ``seq_len + 1`` tokens first).
+  The last partial row is dropped and its tokens counted (``dropped_tail_tokens``), or with
+  ``pad_tail`` filled with EOS (the ``length`` column says how many tokens are real).
+* ``megatron.bin`` / ``megatron.idx``: Megatron-LM's indexed dataset, one sequence per
+  document (Megatron's GPTDataset packs documents into samples itself, so packing does not
+  apply to it; truncation does).
+* ``documents.parquet``: ``id`` and ``length`` of every document in output order (what
+  ``tokpipe stats`` reads, and the provenance of each row).
+
+``OUT/manifest.json`` (written last) has per shard and per split the documents and tokens,
+the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and split fraction.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import shutil
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tokpipe import __version__
+from tokpipe.errors import ConfigError
+from tokpipe.pipeline.base import StageStats
+from tokpipe.pipeline.config import PipelineConfig, StageSpec
+from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
+                                            _run_segment_task, _summary, _task_bytes, _write_json)
+from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
+from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
+from tokpipe.pipeline.writers.parquet import ParquetShardWriter
+
+__all__ = ["TokenizeOptions", "TokenizeResult", "tokenize_corpus", "shuffle_keys", "val_mask", "FORMAT",
+           "SPLITS", "read_tokenized_manifest"]
+
+FORMAT = "tokpipe-tokenized"
+FORMAT_VERSION = 1
+SPLITS = ("train", "val")
+_MASK = (1 << 64) - 1
+_VAL_SALT = 0xD1B54A32D192ED03
+# Documents handed to the writers at a time: big enough for few, large Parquet row groups,
+# small enough that a run of long documents stays a few tens of MB.
+_WRITE_ROWS = 4096
+# Runs being written (Parquet encoding and compression release the GIL) while the next run
+# is gathered: the write overlaps the shuffle's reads and takes on the second core.
+_IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class TokenizeOptions:
+    tokenizer: str
+    formats: tuple[str, ...] = ("parquet",)
+    append_eos: bool = True
+    eos_token: str | None = None
+    seq_len: int | None = None
+    pack: bool = False
+    truncate: bool = False
+    pad_tail: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    val_fraction: float = 0.0
+    #: Bytes of token ids a shuffle bucket may hold in memory.
+    shuffle_buffer: int = 256 << 20
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.formats) - {"parquet", "megatron"}
+        if unknown or not self.formats:
+            raise ConfigError(f"formats must be parquet and/or megatron, not {', '.join(sorted(unknown)) or 'none'}")
+        if (self.pack or self.truncate) and not self.seq_len:
+            raise ConfigError("packing and truncation need a sequence length (--seq-len N)")
+        if self.seq_len is not None and self.seq_len < 1:
+            raise ConfigError(f"seq_len must be at least 1, not {self.seq_len}")
+        if self.pad_tail and not self.pack:
+            raise ConfigError("pad_tail only applies to packed rows (--pack)")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ConfigError(f"val_fraction must be in [0, 1), not {self.val_fraction}")
+        if not 0 <= self.seed <= _MASK:
+            raise ConfigError(f"the seed must be in [0, 2**64), not {self.seed}")
+
+    def global_params(self) -> dict[str, Any]:
+        """What phase 2 depends on (phase 1 depends on the tokenize stage's params)."""
+        params = asdict(self)
+        for name in ("tokenizer", "append_eos", "eos_token", "threads"):
+            params.pop(name)
+        params["formats"] = list(self.formats)
+        return params
+
+
+@dataclass
+class TokenizeResult:
+    out_dir: Path
+    manifest: dict[str, Any]
+    stats: dict[str, StageStats] = field(default_factory=dict)
+    tasks_run: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys: splitmix64 (a bijection on 64-bit integers, so distinct positions get distinct keys).
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def shuffle_keys(seed: int, positions: np.ndarray) -> np.ndarray:
+    """Each position's sort key for ``seed``: distinct for distinct positions."""
+    offset = _splitmix64(np.array([seed], dtype=np.uint64))
+    return _splitmix64(positions.astype(np.uint64) + offset)
+
+
+def val_mask(keys: np.ndarray, fraction: float) -> np.ndarray:
+    """True for the documents (by key) in the validation split."""
+    if fraction <= 0:
+        return np.zeros(len(keys), dtype=bool)
+    u = (_splitmix64(keys ^ np.uint64(_VAL_SALT)) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return u < fraction
+
+
+# ---------------------------------------------------------------------------------------------
+# Sinks: the documents of one split in their final order go to each output format.
+
+
+class _Split:
+    """Everything written for one split: Parquet shards (documents or packed rows), the
+    Megatron pair and documents.parquet, with their counts."""
+
+    def __init__(self, out: Path, name: str, options: TokenizeOptions, dtype: str, vocab_size: int,
+                 eos: int | None, shard_size: int) -> None:
+        self.out, self.name, self.options = out / name, name, options
+        self.dtype = np.dtype(dtype)
+        self.value_type = pa.uint16() if dtype == "uint16" else pa.uint32()
+        self.eos = eos
+        self.documents = 0
+        self.tokens = 0
+        self.truncated_tokens = 0
+        self.shards: list[dict[str, Any]] = []
+        self._shard_tokens = 0
+        self._parquet = ParquetShardWriter(self.out, 0, shard_size) if "parquet" in options.formats else None
+        self._megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
+            if "megatron" in options.formats else None
+        self._doc_writer: pq.ParquetWriter | None = None
+        self._doc_tmp = self.out / ".documents.parquet.tmp"
+        self._carry = np.zeros(0, dtype=self.dtype)
+        self._pending: list[tuple[pa.Array, pa.Array]] = []
+        self._io = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write")
+        self._in_flight: deque[tuple[cf.Future[Any], int]] = deque()
+        self._pending_rows = 0
+        self.rows = 0
+        self.dropped_tail_tokens = 0
+        self.padded_tokens = 0
+
+    def add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
+        """Documents in output order: their ids and token lists (large_list). They are
+        written in runs of ``_WRITE_ROWS`` documents whatever the cut of the calls, so the
+        files' bytes (row groups) do not depend on how the shuffle bucketed the documents."""
+        self._pending.append((doc_ids, ids))
+        self._pending_rows += len(doc_ids)
+        while self._pending_rows >= _WRITE_ROWS:
+            self._drain(_WRITE_ROWS)
+
+    def _drain(self, rows: int) -> None:
+        doc_ids = pa.concat_arrays([d for d, _ in self._pending]) if len(self._pending) > 1 else self._pending[0][0]
+        ids = pa.concat_arrays([i for _, i in self._pending]) if len(self._pending) > 1 else self._pending[0][1]
+        rest = len(doc_ids) - rows
+        self._pending = [(doc_ids.slice(rows), ids.slice(rows))] if rest else []
+        self._pending_rows = rest
+        self._add(doc_ids.slice(0, rows), ids.slice(0, rows))
+
+    def _add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
+        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = ids.flatten().to_numpy(zero_copy_only=False)
+        if self.options.truncate:
+            assert self.options.seq_len is not None
+            limit = self.options.seq_len + 1
+            if (lengths > limit).any():
+                starts = np.cumsum(lengths) - lengths
+                within = np.arange(len(flat), dtype=np.int64) - np.repeat(starts, lengths)
+                flat = flat[within < limit]
+                self.truncated_tokens += int((lengths - limit).clip(min=0).sum())
+                lengths = lengths.clip(max=limit)
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
+                ids = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(flat, self.value_type))
+        self.documents += len(lengths)
+        self.tokens += len(flat)
+        if self._doc_writer is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
+                                                compression="zstd")
+        doc_writer, megatron = self._doc_writer, self._megatron
+        record = pa.record_batch([doc_ids.cast(pa.string()), pa.array(lengths, pa.int32())], names=[ID, LENGTH])
+
+        def write_documents() -> list[Any]:
+            doc_writer.write_batch(record)
+            if megatron is not None:
+                megatron.add(flat, lengths)
+            return []
+
+        self._submit(write_documents, 0)
+        if self._parquet is None:
+            return
+        if self.options.pack:
+            self._pack(flat)
+        else:
+            batch = pa.record_batch([doc_ids.cast(pa.string()), ids.cast(pa.list_(self.value_type)),
+                                     pa.array(lengths, pa.int32())], names=[ID, INPUT_IDS, LENGTH])
+            self._write(batch, len(flat))
+
+    def _pack(self, flat: np.ndarray) -> None:
+        assert self.options.seq_len is not None
+        width = self.options.seq_len + 1
+        flat = flat.astype(self.dtype, copy=False)
+        if len(self._carry):
+            # Only the row the carried tokens start is copied; the rest are views of `flat`.
+            need = width - len(self._carry)
+            if len(flat) < need:
+                self._carry = np.concatenate([self._carry, flat])
+                return
+            first = np.concatenate([self._carry, flat[:need]])
+            self._write_rows(first.reshape(1, width), np.full(1, width, dtype=np.int32))
+            flat = flat[need:]
+        full = len(flat) // width
+        self._carry = flat[full * width:].copy()
+        if full:
+            self._write_rows(flat[: full * width].reshape(full, width), np.full(full, width, dtype=np.int32))
+
+    def _write_rows(self, rows: np.ndarray, real: np.ndarray) -> None:
+        n, width = rows.shape
+        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32), pa.int32())
+        values = pa.array(rows.reshape(-1), self.value_type)
+        batch = pa.record_batch([pa.ListArray.from_arrays(offsets, values), pa.array(real, pa.int32())],
+                                names=[INPUT_IDS, LENGTH])
+        self.rows += n
+        self._write(batch, n * width)
+
+    def _write(self, batch: pa.RecordBatch, tokens: int) -> None:
+        parquet = self._parquet
+        assert parquet is not None
+        self._submit(lambda: parquet.write(batch), tokens)
+
+    def _submit(self, write: Any, tokens: int) -> None:
+        """Runs ``write`` on the writer thread, in order; its shards get the tokens written
+        since the last shard closed."""
+        self._in_flight.append((self._io.submit(write), tokens))
+        while len(self._in_flight) > _IN_FLIGHT:
+            self._settle()
+
+    def _settle(self) -> None:
+        future, tokens = self._in_flight.popleft()
+        self._shard_tokens += tokens
+        for info in future.result():
+            self._done(info, self._shard_tokens)
+            self._shard_tokens = 0
+
+    def _done(self, info: Any, tokens: int) -> None:
+        self.shards.append({"path": f"{self.name}/{info.name}", "rows": info.rows, "tokens": tokens,
+                            "bytes": info.bytes, "sha256": info.sha256})
+
+    def close(self) -> dict[str, Any]:
+        if self._pending_rows:
+            self._drain(self._pending_rows)
+        summary: dict[str, Any] = {}
+        self._flush_tail()
+        while self._in_flight:
+            self._settle()
+        self._io.shutdown()
+        if self._parquet is not None:
+            for info in self._parquet.close():
+                self._done(info, self._shard_tokens)
+                self._shard_tokens = 0
+            summary["parquet"] = self.shards
+            if self.options.pack:
+                summary["packed"] = {"rows": self.rows, "row_tokens": (self.options.seq_len or 0) + 1,
+                                     "dropped_tail_tokens": self.dropped_tail_tokens,
+                                     "padded_tokens": self.padded_tokens}
+        if self._megatron is not None:
+            documents = self._megatron.close()
+            summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self._megatron.dtype.name,
+                                   "documents": documents, "tokens": self._megatron.tokens,
+                                   "bin_bytes": self._megatron.bin_path.stat().st_size}
+        if self._doc_writer is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]))
+        self._doc_writer.close()
+        os.replace(self._doc_tmp, self.out / "documents.parquet")
+        summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens})
+        return summary
+
+    def _flush_tail(self) -> None:
+        """The last partial packed row: padded with EOS, or dropped and counted."""
+        if self._parquet is None or not self.options.pack or not len(self._carry):
+            return
+        tail = len(self._carry)
+        if self.options.pad_tail:
+            assert self.options.seq_len is not None and self.eos is not None
+            width = self.options.seq_len + 1
+            row = np.full(width, self.eos, dtype=self.dtype)
+            row[:tail] = self._carry
+            self.padded_tokens = width - tail
+            self._write_rows(row.reshape(1, width), np.array([tail], dtype=np.int32))
+        else:
+            self.dropped_tail_tokens = tail
+        self._carry = self._carry[:0]
+
+    def abort(self) -> None:
+        self._io.shutdown(wait=True, cancel_futures=True)
+        if self._parquet is not None:
+            self._parquet.abort()
+        if self._megatron is not None:
+            self._megatron.abort()
+        if self._doc_writer is not None:
+            self._doc_writer.close()
+        self._doc_tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _TokenizeExecutor(LocalExecutor):
+    """The local executor's tasks and staging, without its pack step: phase 1 only."""
+
+    def tokenize(self) -> tuple[list[Any], int]:
+        import concurrent.futures as cf
+        import multiprocessing
+
+        tasks = self._prepare()
+        reader = asdict(self.options.reader)
+        reader["strict"] = self.options.strict
+        workers = max(1, self.options.workers)
+        stage_specs, _ = self.segments[0]
+        specs = [{"type": s.type, "params": s.params} for s in stage_specs]
+        todo = [t for t in tasks if not (self.state / "seg0" / f"{t.index:06d}.json").exists()]
+        pool: cf.Executor | None = None
+        if workers > 1 and len(todo) > 1:
+            pool = cf.ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
+        try:
+            self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader))
+                                           for t in todo], sizes=[_task_bytes(t) for t in todo])
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return tasks, len(todo)
+
+
+def _expand_inputs(inputs: list[str]) -> list[str]:
+    """A ``tokpipe clean`` output folder stands for its kept shards (not rejected/ nor the
+    staging files)."""
+    from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest
+
+    expanded: list[str] = []
+    for given in inputs:
+        path = Path(given)
+        if path.is_dir() and (path / MANIFEST_NAME).exists():
+            manifest = json.loads((path / MANIFEST_NAME).read_text(encoding="utf-8"))
+            if manifest.get("format") == FORMAT:
+                raise ConfigError(f"{given} is already tokenized output")
+            expanded += [str(path / e["path"]) for e in read_manifest(path)["shards"]]
+        else:
+            expanded.append(given)
+    return expanded
+
+
+def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions,
+                    run: RunOptions = RunOptions(), progress: Progress | None = None) -> TokenizeResult:
+    """Runs both phases (see the module docstring) and returns the manifest."""
+    progress = progress or (lambda update: None)
+    out = Path(out_dir)
+    tokenizer = load_tokenizer(options.tokenizer)
+    eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
+    # `threads` is a speed knob, not part of what the run computes: it reaches the workers as
+    # RAYON_NUM_THREADS (inherited when they start), so a resume may use another value.
+    config = PipelineConfig([StageSpec("tokenize", {"tokenizer": str(Path(options.tokenizer).resolve()),
+                                                    "append_eos": options.append_eos, "eos_token": options.eos_token,
+                                                    "keep_text": False, "threads": None})])
+    executor = _TokenizeExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
+    saved = os.environ.get("RAYON_NUM_THREADS")
+    if options.threads:
+        os.environ["RAYON_NUM_THREADS"] = str(options.threads)
+    try:
+        tasks, tasks_run = executor.tokenize()
+    finally:
+        if options.threads:
+            if saved is None:
+                os.environ.pop("RAYON_NUM_THREADS", None)
+            else:
+                os.environ["RAYON_NUM_THREADS"] = saved
+    state = executor.state
+
+    stats: dict[str, StageStats] = {}
+    summaries = [_summary(state, 0, t.index) for t in tasks]
+    for summary in summaries:
+        for name, data in summary["stats"].items():
+            stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
+    stats.setdefault(READ_STATS, StageStats(READ_STATS))
+    errors = 0
+    with open(out / ".errors.jsonl.tmp", "w", encoding="utf-8") as f:
+        for t in tasks:
+            lines = (state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
+            f.write(lines)
+            errors += lines.count("\n")
+    os.replace(out / ".errors.jsonl.tmp", out / "errors.jsonl")
+
+    params = {**options.global_params(), "shard_size": run.shard_size,
+              "tokenizer_sha256": file_sha256(options.tokenizer)}
+    manifest_path = out / "manifest.json"
+    if manifest_path.exists() and tasks_run == 0:
+        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if previous.get("params") == params:
+            return TokenizeResult(out, previous, stats, tasks_run)
+    manifest_path.unlink(missing_ok=True)
+
+    dtype = ids_dtype(tokenizer.vocab_size)
+    files = [[state / "seg0" / "kept" / name for name in s["kept_files"]] for s in summaries]
+    documents = sum(int(s["kept"]) for s in summaries)
+    tokens = int(stats["tokenize"].extra.get("tokens", 0)) if "tokenize" in stats else 0
+    for name in SPLITS:
+        shutil.rmtree(out / name, ignore_errors=True)
+    splits = {name: _Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size) for name in SPLITS}
+    scratch = state / "shuffle"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        _write_splits(files, documents, tokens, np.dtype(dtype).itemsize, options, splits, scratch, progress)
+        summaries_out = {name: split.close() for name, split in splits.items()}
+    except BaseException:
+        for split in splits.values():
+            split.abort()
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    ordered = {READ_STATS: stats[READ_STATS], **{k: v for k, v in stats.items() if k != READ_STATS}}
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "tokpipe_version": __version__,
+        "tokenizer": {"path": str(Path(options.tokenizer).resolve()), "sha256": params["tokenizer_sha256"],
+                      "vocab_size": tokenizer.vocab_size, "eos_id": eos, "append_eos": options.append_eos},
+        "dtype": dtype, "seq_len": options.seq_len, "pack": options.pack, "truncate": options.truncate,
+        "pad_tail": options.pad_tail, "shuffle": options.shuffle, "seed": options.seed,
+        "val_fraction": options.val_fraction, "formats": list(options.formats),
+        "splits": summaries_out,
+        "totals": {"documents": sum(s["documents"] for s in summaries_out.values()),
+                   "tokens": sum(s["tokens"] for s in summaries_out.values())},
+        "stats": {name: s.as_dict() for name, s in ordered.items()},
+        "inputs": executor.inputs, "errors": errors, "params": params,
+    }
+    _write_json(manifest_path, manifest)
+    return TokenizeResult(out, manifest, ordered, tasks_run)
+
+
+def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
+    for task_files in files:
+        for path in task_files:
+            yield from pq.ParquetFile(path).iter_batches(batch_size=_WRITE_ROWS, columns=[ID, INPUT_IDS])
+
+
+def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
+                  splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
+    update = ProgressUpdate("writing", 0, max(documents, 1), "units")
+    progress(update)
+    position = 0
+    if not options.shuffle:
+        for batch in _staged(files):
+            keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
+            position += batch.num_rows
+            val = val_mask(keys, options.val_fraction)
+            for name, mask in (("train", ~val), ("val", val)):
+                if not mask.any():
+                    continue
+                part = batch if mask.all() else batch.filter(pa.array(mask))
+                splits[name].add(part.column(ID), part.column(INPUT_IDS))
+            update.done = position
+            progress(update)
+        return
+
+    # Shuffle: scatter by key range into buckets, then each bucket sorted, in key order.
+    size = tokens * itemsize + documents * 16
+    buckets = max(1, -(-size // options.shuffle_buffer))
+    spill = buckets > 1
+    flush_bytes = max(1 << 18, options.shuffle_buffer // buckets)
+    # Per (split, bucket): pieces of documents (ids, keys, lengths, flat token ids) held in
+    # memory, and, when spilling, the Arrow file they are flushed to.
+    pending: dict[tuple[str, int], list[_Piece]] = {}
+    pending_bytes: dict[tuple[str, int], int] = {}
+    writers: dict[tuple[str, int], pa.ipc.RecordBatchFileWriter] = {}
+
+    def flush(slot: tuple[str, int]) -> None:
+        pieces = pending.pop(slot, [])
+        pending_bytes.pop(slot, None)
+        if not pieces:
+            return
+        if slot not in writers:
+            scratch.mkdir(parents=True, exist_ok=True)
+            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), _PIECE_SCHEMA)
+        for piece in pieces:
+            writers[slot].write_batch(piece.to_batch())
+
+    for batch in _staged(files):
+        n = batch.num_rows
+        keys = shuffle_keys(options.seed, np.arange(position, position + n))
+        position += n
+        val = val_mask(keys, options.val_fraction)
+        piece = _Piece.of(batch.column(ID), keys, batch.column(INPUT_IDS))
+        if not spill:
+            slot_of = val.astype(np.int64)
+        else:
+            bucket = (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+            slot_of = bucket * 2 + val.astype(np.int64)
+        order = np.argsort(slot_of, kind="stable")
+        bounds = np.flatnonzero(np.diff(slot_of[order])) + 1
+        for rows in np.split(order, bounds):
+            if not len(rows):
+                continue
+            code = int(slot_of[rows[0]])
+            slot = (SPLITS[code % 2], code // 2 if spill else 0)
+            part = piece.take(rows) if len(rows) < n else piece
+            pending.setdefault(slot, []).append(part)
+            pending_bytes[slot] = pending_bytes.get(slot, 0) + part.nbytes
+            if spill and pending_bytes[slot] >= flush_bytes:
+                flush(slot)
+        update.done = position // 2
+        progress(update)
+    if spill:
+        for slot in list(pending):
+            flush(slot)
+        for w in writers.values():
+            w.close()
+    done = 0
+    for name in SPLITS:
+        for b in range(buckets):
+            slot = (name, b)
+            if spill:
+                path = scratch / f"{name}-{b:05d}.arrow"
+                if not path.exists():
+                    continue
+                with pa.memory_map(str(path)) as source:
+                    reader = pa.ipc.open_file(source)
+                    pieces = [_Piece.from_batch(reader.get_batch(i)) for i in range(reader.num_record_batches)]
+                bucket_piece = _Piece.concat(pieces)
+                del pieces
+                path.unlink()
+            else:
+                pieces = pending.pop(slot, [])
+                if not pieces:
+                    continue
+                bucket_piece = _Piece.concat(pieces)
+                del pieces
+            order = np.argsort(bucket_piece.keys, kind="stable")
+            # Gathered run by run, so the sorted copy never exists whole next to the bucket.
+            for start in range(0, len(order), _WRITE_ROWS):
+                part = bucket_piece.take(order[start:start + _WRITE_ROWS])
+                splits[name].add(part.doc_ids, part.list_array())
+            done += len(order)
+            del bucket_piece, order
+            update.done = documents // 2 + done // 2
+            progress(update)
+
+
+_PIECE_SCHEMA = pa.schema([(ID, pa.string()), ("_key", pa.uint64()), (INPUT_IDS, pa.large_list(pa.uint32()))])
+
+
+@dataclass
+class _Piece:
+    """Documents in numpy form for the shuffle: gathering rows of a list column with numpy
+    index arithmetic is several times faster than Arrow's ``take`` on long lists."""
+
+    doc_ids: pa.Array
+    keys: np.ndarray
+    offsets: np.ndarray  # int64, len + 1, from 0
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, doc_ids: pa.Array | pa.ChunkedArray, keys: np.ndarray, ids: pa.Array | pa.ChunkedArray) -> _Piece:
+        if isinstance(doc_ids, pa.ChunkedArray):
+            doc_ids = doc_ids.combine_chunks()
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(doc_ids.cast(pa.string()), keys, offsets, ids.flatten().to_numpy(zero_copy_only=False))
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + self.offsets.nbytes + self.keys.nbytes + self.doc_ids.nbytes
+
+    def take(self, rows: np.ndarray) -> _Piece:
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if len(rows) and offsets[-1] >= 64 * len(rows):
+            # Long documents: one slice copy each (a memcpy; Python's cost per row is small
+            # next to the row).
+            values = np.concatenate([self.values[a:b] for a, b in zip(starts.tolist(), ends.tolist())])
+        else:
+            # Short documents: each output token's source index (its row's start plus its place
+            # in the row), gathered at once, with no Python step per row.
+            index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
+            values = self.values[index]
+        return _Piece(self.doc_ids.take(pa.array(rows)), self.keys[rows], offsets, values)
+
+    @classmethod
+    def concat(cls, pieces: list[_Piece]) -> _Piece:
+        if len(pieces) == 1:
+            return pieces[0]
+        offsets = [pieces[0].offsets]
+        at = pieces[0].offsets[-1]
+        for p in pieces[1:]:
+            offsets.append(p.offsets[1:] + at)
+            at += p.offsets[-1]
+        return cls(pa.concat_arrays([p.doc_ids for p in pieces]), np.concatenate([p.keys for p in pieces]),
+                   np.concatenate(offsets), np.concatenate([p.values for p in pieces]))
+
+    def list_array(self) -> pa.LargeListArray:
+        return pa.LargeListArray.from_arrays(pa.array(self.offsets, pa.int64()), pa.array(self.values))
+
+    def to_batch(self) -> pa.RecordBatch:
+        ids = self.list_array().cast(pa.large_list(pa.uint32()))
+        return pa.record_batch([self.doc_ids, pa.array(self.keys, pa.uint64()), ids], schema=_PIECE_SCHEMA)
+
+    @classmethod
+    def from_batch(cls, batch: pa.RecordBatch) -> _Piece:
+        return cls.of(batch.column(ID), batch.column("_key").to_numpy(), batch.column(INPUT_IDS))
+
+
+def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The manifest of a ``tokpipe tokenize`` output folder, or None for another folder."""
+    path = Path(out_dir) / "manifest.json"
+    if not path.exists():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return manifest if manifest.get("format") == FORMAT else None
+
+
+def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[str]:
+    """Check a tokenized folder against its manifest: every Parquet shard's size, sha256 and
+    rows; each split's ``documents.parquet`` rows; the Megatron pair's sizes and counts."""
+    import struct
+
+    from tokpipe.pipeline.writers.manifest import _check_file
+
+    out = Path(out_dir)
+    problems: list[str] = []
+    for name, split in manifest["splits"].items():
+        for entry in split.get("parquet", []):
+            problems.extend(_check_file(out, entry))
+        documents = out / name / "documents.parquet"
+        if not documents.is_file():
+            problems.append(f"{name}/documents.parquet: missing")
+        elif pq.read_metadata(documents).num_rows != split["documents"]:
+            problems.append(f"{name}/documents.parquet: {pq.read_metadata(documents).num_rows} rows, "
+                            f"manifest says {split['documents']} documents")
+        megatron = split.get("megatron")
+        if megatron is None:
+            continue
+        bin_path, idx_path = out / f"{megatron['prefix']}.bin", out / f"{megatron['prefix']}.idx"
+        if not bin_path.is_file() or not idx_path.is_file():
+            problems.append(f"{megatron['prefix']}: .bin or .idx missing")
+            continue
+        if bin_path.stat().st_size != megatron["bin_bytes"]:
+            problems.append(f"{bin_path.relative_to(out)}: {bin_path.stat().st_size} bytes, "
+                            f"manifest says {megatron['bin_bytes']}")
+        with open(idx_path, "rb") as f:
+            header = f.read(34)
+        if len(header) < 34 or header[:9] != b"MMIDIDX\x00\x00":
+            problems.append(f"{idx_path.relative_to(out)}: not a Megatron index")
+            continue
+        sequences, _ = struct.unpack("<QQ", header[18:34])
+        if sequences != megatron["documents"]:
+            problems.append(f"{idx_path.relative_to(out)}: {sequences} sequences, manifest says {megatron['documents']}")
+    return problems

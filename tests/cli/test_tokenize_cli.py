@@ -1,0 +1,132 @@
+"""``tokpipe tokenize`` and ``tokpipe stats`` on its output, through the console entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from tests.conftest import VOCAB
+from tests.parity.peers import tiktoken_encoding
+from tests.pipeline.test_tokenized import corpus_records, expected_docs, expected_order, read_megatron
+
+GPT2 = str(VOCAB / "gpt2_encoder.json")
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from tokpipe.cli import main; main()", *args],
+                          capture_output=True, text=True, encoding="utf-8")
+
+
+def write_corpus(folder: Path) -> list[dict[str, str]]:
+    folder.mkdir()
+    records = corpus_records()
+    with open(folder / "docs.jsonl", "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return records
+
+
+def test_tokenize_both_formats_packed_with_validation(tmp_path: Path) -> None:
+    records = write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    result = run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "--format", "both",
+                 "--seq-len", "128", "--pack", "--shuffle-seed", "9", "--val-fraction", "0.05",
+                 "--workers", "2", "--task-size", "16KB")
+    assert result.returncode == 0, result.stderr
+    assert "tokens in" in result.stderr and "train" in result.stderr
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    docs = expected_docs(records)
+    order = [docs[p] for p in expected_order(len(docs), 9)]
+    assert manifest["totals"]["tokens"] == sum(len(ids) for _, ids in docs)
+    for split in ("train", "val"):
+        ids_here = set(pq.read_table(out / split / "documents.parquet").column("id").to_pylist())
+        want = [ids for i, ids in order if i in ids_here]
+        _, megatron = read_megatron(out / split / "megatron")
+        assert [m.tolist() for m in megatron] == want
+        stream = [t for ids in want for t in ids]
+        rows = pq.read_table(sorted((out / split).glob("part-*.parquet"))).column("input_ids").to_pylist() \
+            if list((out / split).glob("part-*.parquet")) else []
+        tail = manifest["splits"][split]["packed"]["dropped_tail_tokens"]
+        assert [t for r in rows for t in r] == stream[: len(stream) - tail]
+        assert tail == len(stream) % 129
+
+
+def test_stats_shows_tokens_percentiles_and_saves_an_html_histogram(tmp_path: Path) -> None:
+    records = write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--workers", "1").returncode == 0
+    plot = tmp_path / "lengths.html"
+    result = run("stats", str(out), "--plot", str(plot))
+    assert result.returncode == 0, result.stderr
+    enc = tiktoken_encoding("gpt2")
+    lengths = np.array([len(enc.encode_ordinary(r["text"])) + 1 for r in records if r["text"]])
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+    assert f"tokens {int(lengths.sum()):,}, documents {len(lengths):,}" in result.stdout
+    assert f"mean {lengths.mean():,.1f}, p50 {p50:,.0f}, p90 {p90:,.0f}, p99 {p99:,.0f}" in result.stdout
+    # The text histogram's counts add up to the documents.
+    counts = [int(line.split()[3].replace(",", "")) for line in result.stdout.splitlines()
+              if line.strip() and line.split()[1:2] == ["-"]]
+    assert sum(counts) == len(lengths)
+    page = plot.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and "<svg" in page and page.count("<rect") == len(counts)
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in")
+    for args, message in ((["--pack"], "--seq-len"), (["--truncate"], "--seq-len"),
+                          (["--eos-token", "<nope>"], "no token '<nope>'")):
+        result = run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(tmp_path / "o"), *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr
+    assert run("tokenize", str(tmp_path / "in"), "-t", GPT2).returncode == 2
+    assert run("tokenize", str(tmp_path / "missing"), "-t", GPT2, "-o", str(tmp_path / "o2")).returncode == 2
+
+
+def test_no_shuffle_keeps_input_order_and_dtype_follows_the_vocabulary(tmp_path: Path) -> None:
+    records = write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    result = run("tokenize", str(tmp_path / "in"), "-t", str(VOCAB / "cl100k_base.tiktoken.gz"), "-o", str(out),
+                 "--no-shuffle", "--no-append-eos", "-q", "--format", "megatron")
+    assert result.returncode == 0, result.stderr
+    enc = tiktoken_encoding("cl100k")
+    want = [enc.encode_ordinary(r["text"]) for r in records if r["text"]]
+    dtype, megatron = read_megatron(out / "train" / "megatron")
+    assert dtype == np.dtype("<i4")  # 100,277 ids: not under Megatron's 65,500
+    assert [m.tolist() for m in megatron] == want
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["dtype"] == "uint32"
+
+
+def test_stats_verify_finds_a_changed_shard(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both",
+               "--val-fraction", "0.1").returncode == 0
+    ok = run("stats", str(out), "--verify")
+    assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
+    shard = next((out / "train").glob("part-*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:-1] + b"x")
+    with open(out / "val" / "megatron.bin", "ab") as f:
+        f.write(b"\0\0")
+    bad = run("stats", str(out), "--verify")
+    assert bad.returncode == 1
+    assert f"train/{shard.name}: sha256" in bad.stderr
+    assert "val/megatron.bin" in bad.stderr
+
+
+def test_a_rerun_with_other_workers_and_threads_resumes_the_same_run(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    base = ["tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--task-size", "16KB"]
+    assert run(*base, "--workers", "1").returncode == 0
+    first = (out / "train" / "documents.parquet").read_bytes()
+    (out / "manifest.json").unlink()
+    for marker in sorted((out / ".tokpipe" / "seg0").glob("*.json"))[::2]:
+        marker.unlink()
+    again = run(*base, "--workers", "2", "--threads", "1")
+    assert again.returncode == 0, again.stderr
+    assert (out / "train" / "documents.parquet").read_bytes() == first

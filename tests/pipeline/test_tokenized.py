@@ -1,0 +1,300 @@
+"""``tokenize_corpus`` (``tokpipe tokenize``): exact token accounting, shuffle and split by
+their published rule, packing, Megatron output, determinism across workers and reruns, resume.
+
+Expected ids come from tiktoken (the peer), expected orders from the rule the module
+documents (splitmix64 of position plus splitmix64 of the seed), computed here in plain Python
+integers; nothing expected is produced by the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import tokpipe.pipeline as pipeline
+from tests.conftest import CORPORA, VOCAB
+from tests.parity.peers import tiktoken_encoding
+from tokpipe.errors import ConfigError
+from tokpipe.pipeline.engines import RunOptions
+from tokpipe.pipeline.readers import ReaderOptions
+from tokpipe.pipeline.tokenized import TokenizeOptions, tokenize_corpus
+
+GPT2 = str(VOCAB / "gpt2_encoder.json")
+M64 = (1 << 64) - 1
+
+
+def splitmix64(x: int) -> int:
+    """Vigna's splitmix64 output function on a 64-bit integer."""
+    z = (x + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def expected_order(n: int, seed: int) -> list[int]:
+    """Positions sorted by key = splitmix64(position + splitmix64(seed))."""
+    offset = splitmix64(seed)
+    return sorted(range(n), key=lambda p: splitmix64((p + offset) & M64))
+
+
+def is_val(position: int, seed: int, fraction: float) -> bool:
+    key = splitmix64((position + splitmix64(seed)) & M64)
+    return (splitmix64(key ^ 0xD1B54A32D192ED03) >> 11) / float(1 << 53) < fraction
+
+
+def corpus_records() -> list[dict[str, str]]:
+    """Real text: pieces of botchan, Common Crawl documents, and a few empty documents."""
+    lines = (CORPORA / "text" / "botchan.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    # Pieces of 1 to 20 lines: short and long documents.
+    paragraphs, at = [], 0
+    while at < len(lines) and len(paragraphs) < 600:
+        size = 1 + (len(paragraphs) * 7) % 20
+        paragraphs.append("".join(lines[at:at + size]))
+        at += size
+    records = [{"id": f"b{i}", "text": p} for i, p in enumerate(paragraphs)]
+    import gzip
+
+    with gzip.open(CORPORA / "web" / "cc_en_head-0091.jsonl.gz", "rt", encoding="utf-8") as f:
+        records += [{"id": f"c{i}", "text": json.loads(line)["text"]} for i, line in enumerate(f)]
+    for i in (3, 50, 333):
+        records.insert(i, {"id": f"empty{i}", "text": ""})
+    return records
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, str]]:
+    return corpus_records()
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path, records: list[dict[str, str]]) -> Path:
+    """Three JSONL files; small tasks so several workers share the work."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    third = len(records) // 3
+    for n, part in enumerate((records[:third], records[third:2 * third], records[2 * third:])):
+        with open(folder / f"{n}.jsonl", "w", encoding="utf-8") as f:
+            for r in part:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return folder
+
+
+def run_options(workers: int = 1, **kw: object) -> RunOptions:
+    return RunOptions(workers=workers, reader=ReaderOptions(task_bytes=16 << 10), **kw)  # type: ignore[arg-type]
+
+
+def expected_docs(records: list[dict[str, str]], eos: int | None = 50256) -> list[tuple[str, list[int]]]:
+    """(id, tiktoken ids + EOS) of every document with tokens, in input order."""
+    enc = tiktoken_encoding("gpt2")
+    out = []
+    for r in records:
+        ids = enc.encode_ordinary(r["text"])
+        if ids:
+            out.append((r["id"], ids + ([eos] if eos is not None else [])))
+    return out
+
+
+def read_megatron(prefix: Path) -> tuple[np.dtype, list[np.ndarray]]:
+    """A reader written from the format description: header, then int32 lengths, int64 byte
+    pointers and int64 document index, over a memory map of the .bin."""
+    raw = prefix.with_suffix(".idx").read_bytes()
+    assert raw[:9] == b"MMIDIDX\x00\x00"
+    (version,) = struct.unpack("<Q", raw[9:17])
+    assert version == 1
+    code = raw[17]
+    dtype = {8: np.dtype("<u2"), 4: np.dtype("<i4")}[code]
+    sequences, documents = struct.unpack("<QQ", raw[18:34])
+    at = 34
+    lengths = np.frombuffer(raw, dtype="<i4", count=sequences, offset=at)
+    at += 4 * sequences
+    pointers = np.frombuffer(raw, dtype="<i8", count=sequences, offset=at)
+    at += 8 * sequences
+    doc_index = np.frombuffer(raw, dtype="<i8", count=documents, offset=at)
+    assert at + 8 * documents == len(raw)
+    assert doc_index.tolist() == list(range(sequences + 1))
+    data = np.memmap(prefix.with_suffix(".bin"), dtype=np.uint8, mode="r")
+    assert int(pointers[-1]) + int(lengths[-1]) * dtype.itemsize == len(data)
+    docs = [np.frombuffer(data, dtype=dtype, count=int(n), offset=int(p)) for n, p in zip(lengths, pointers)]
+    return dtype, docs
+
+
+def read_documents(out: Path, split: str) -> list[tuple[str, list[int]]]:
+    table = pq.read_table(sorted((out / split).glob("part-*.parquet")))
+    return list(zip(table.column("id").to_pylist(), table.column("input_ids").to_pylist()))
+
+
+def digest(out: Path) -> dict[str, str]:
+    """sha256 of every output file (not the staging, not the manifest's run details)."""
+    files = sorted(p for p in out.rglob("*") if p.is_file() and ".tokpipe" not in p.parts and p.name != "manifest.json")
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_documents_are_tiktokens_ids_in_the_seeded_order(corpus: Path, tmp_path: Path,
+                                                        records: list[dict[str, str]]) -> None:
+    out = tmp_path / "out"
+    result = tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=7),
+                             run_options(2))
+    docs = expected_docs(records)
+    order = expected_order(len(docs), 7)
+    want = [docs[p] for p in order]
+    got = read_documents(out, "train")
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert got == want
+    dtype, megatron = read_megatron(out / "train" / "megatron")
+    assert dtype == np.dtype("<u2")  # GPT-2: 50,257 ids < 65,500
+    assert [m.tolist() for m in megatron] == [ids for _, ids in want]
+    manifest = result.manifest
+    assert manifest["dtype"] == "uint16"
+    assert pq.read_schema(next((out / "train").glob("part-*.parquet"))).field("input_ids").type.value_type == "uint16"
+    total = sum(len(ids) for _, ids in docs)
+    assert manifest["totals"] == {"documents": len(docs), "tokens": total}
+    assert sum(s["tokens"] for s in manifest["splits"]["train"]["parquet"]) == total
+    assert manifest["tokenizer"]["eos_id"] == 50256
+    assert manifest["tokenizer"]["sha256"] == hashlib.sha256(Path(GPT2).read_bytes()).hexdigest()
+    assert manifest["stats"]["tokenize"]["dropped_empty"] == 3
+    assert manifest["splits"]["train"]["megatron"]["dtype"] == "uint16"
+
+
+def test_megatron_cores_indexed_dataset_reads_the_output(corpus: Path, tmp_path: Path,
+                                                         records: list[dict[str, str]]) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        # megatron-core warns at import about optional GPU packages (Transformer Engine, Apex).
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    out = tmp_path / "out"
+    tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("megatron",), shuffle=False), run_options())
+    docs = expected_docs(records)
+    dataset = IndexedDataset(str(out / "train" / "megatron"))
+    assert len(dataset) == len(docs)
+    assert dataset.index.dtype == np.uint16
+    assert list(dataset.document_indices) == list(range(len(docs) + 1))
+    for i, (_, ids) in enumerate(docs):
+        assert dataset[i].tolist() == ids
+
+
+def test_packed_rows_are_the_shuffled_stream_cut_every_n_plus_1(corpus: Path, tmp_path: Path,
+                                                                records: list[dict[str, str]]) -> None:
+    out = tmp_path / "out"
+    n = 64
+    result = tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, seq_len=n, pack=True, seed=11), run_options())
+    docs = expected_docs(records)
+    stream = [t for p in expected_order(len(docs), 11) for t in docs[p][1]]
+    rows = pq.read_table(sorted((out / "train").glob("part-*.parquet"))).column("input_ids").to_pylist()
+    assert all(len(r) == n + 1 for r in rows)
+    packed = result.manifest["splits"]["train"]["packed"]
+    assert packed["dropped_tail_tokens"] == len(stream) % (n + 1)
+    assert packed["rows"] == len(rows) == len(stream) // (n + 1)
+    # No token lost or duplicated: the rows are the stream, minus the counted tail.
+    assert [t for r in rows for t in r] + stream[len(stream) - packed["dropped_tail_tokens"]:] == stream
+
+
+def test_truncate_and_pad_tail(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:
+    out = tmp_path / "out"
+    n = 30
+    result = tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, seq_len=n, pack=True, truncate=True,
+                                                                 pad_tail=True, shuffle=False), run_options())
+    docs = expected_docs(records)
+    stream = [t for _, ids in docs for t in ids[: n + 1]]
+    table = pq.read_table(sorted((out / "train").glob("part-*.parquet")))
+    rows, real = table.column("input_ids").to_pylist(), table.column("length").to_pylist()
+    tail = len(stream) % (n + 1)
+    assert tail, "the corpus should leave a partial row to pad"
+    assert rows[-1] == stream[len(stream) - tail:] + [50256] * (n + 1 - tail)
+    assert real[-1] == tail and set(real[:-1]) == {n + 1}
+    assert [t for r in rows for t in r][: len(stream)] == stream
+    split = result.manifest["splits"]["train"]
+    assert split["truncated_tokens"] == sum(max(0, len(ids) - n - 1) for _, ids in docs)
+    assert split["packed"]["padded_tokens"] == n + 1 - tail
+
+
+def test_validation_split_follows_the_hash_rule(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:
+    out = tmp_path / "out"
+    tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, seed=5, val_fraction=0.2), run_options())
+    docs = expected_docs(records)
+    val = {docs[p][0] for p in range(len(docs)) if is_val(p, 5, 0.2)}
+    assert 0.1 * len(docs) < len(val) < 0.3 * len(docs)
+    got_val = read_documents(out, "val")
+    got_train = read_documents(out, "train")
+    assert {i for i, _ in got_val} == val
+    assert len(got_val) + len(got_train) == len(docs)
+    order = [docs[p] for p in expected_order(len(docs), 5)]
+    assert got_val == [d for d in order if d[0] in val]
+    assert got_train == [d for d in order if d[0] not in val]
+
+
+def test_same_output_for_1_and_2_workers_reruns_and_spilled_buckets(corpus: Path, tmp_path: Path) -> None:
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=3, val_fraction=0.1)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    tokenize_corpus([str(corpus)], a, options, run_options(1))
+    tokenize_corpus([str(corpus)], b, options, run_options(2))
+    # A shuffle buffer far smaller than the corpus: many buckets spilled to disk.
+    small = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=3, val_fraction=0.1, shuffle_buffer=20_000)
+    result = tokenize_corpus([str(corpus)], c, small, run_options(2))
+    assert digest(a) == digest(b) == digest(c)
+    assert len(digest(a)) == 9  # errors.jsonl; train and val: shard, documents, .bin, .idx
+    rerun = tokenize_corpus([str(corpus)], c, small, run_options(2))
+    assert rerun.tasks_run == 0 and digest(c) == digest(a)
+    assert result.manifest["totals"] == rerun.manifest["totals"]
+
+
+def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: Path) -> None:
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=1)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    tokenize_corpus([str(corpus)], reference, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    # As a killed run leaves it: some tasks without their commit marker, no manifest.
+    markers = sorted((out / ".tokpipe" / "seg0").glob("*.json"))
+    assert len(markers) > 3
+    for marker in markers[1::2]:
+        marker.unlink()
+    (out / "manifest.json").unlink()
+    resumed = tokenize_corpus([str(corpus)], out, options, run_options(2))
+    assert resumed.tasks_run == len(markers[1::2]) < first.tasks_run
+    assert digest(out) == digest(reference)
+
+
+def test_a_clean_output_folder_is_an_input(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:
+    cleaned = tmp_path / "cleaned"
+    pipeline.run([corpus], cleaned, config={"stages": [{"type": "length_filter", "min": 1}]}, workers=1)
+    out = tmp_path / "out"
+    tokenize_corpus([str(cleaned)], out, TokenizeOptions(GPT2, shuffle=False), run_options())
+    assert read_documents(out, "train") == expected_docs([r for r in records if r["text"]])
+
+
+def test_o200k_ids_are_uint32_and_megatron_int32(tmp_path: Path, records: list[dict[str, str]]) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with open(folder / "x.jsonl", "w", encoding="utf-8") as f:
+        for r in records[:80]:
+            f.write(json.dumps(r) + "\n")
+    out = tmp_path / "out"
+    result = tokenize_corpus([str(folder)], out, TokenizeOptions(str(VOCAB / "o200k_base.tiktoken.gz"),
+                                                                 formats=("parquet", "megatron"), shuffle=False),
+                             run_options())
+    enc = tiktoken_encoding("o200k")
+    eot = enc.eot_token
+    want = [enc.encode_ordinary(r["text"]) + [eot] for r in records[:80] if r["text"]]
+    assert result.manifest["dtype"] == "uint32"
+    assert [ids for _, ids in read_documents(out, "train")] == want
+    assert pq.read_schema(next((out / "train").glob("part-*.parquet"))).field("input_ids").type.value_type == "uint32"
+    dtype, megatron = read_megatron(out / "train" / "megatron")
+    assert dtype == np.dtype("<i4")
+    assert [m.tolist() for m in megatron] == want
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="seq-len"):
+        TokenizeOptions(GPT2, pack=True)
+    with pytest.raises(ConfigError, match="formats"):
+        TokenizeOptions(GPT2, formats=("csv",))
+    with pytest.raises(ConfigError, match="val_fraction"):
+        TokenizeOptions(GPT2, val_fraction=1.0)
