@@ -201,3 +201,10 @@ class TrainedLm:
     def discounts(self) -> list[tuple[float, float, float]]: ...
     @property
     def count_of_counts(self) -> list[tuple[int, int, int, int]]: ...
+# The JSON Lines reader's fast path (tokpipe_core::jsonl): a block of whole lines from `start`
+# to ((id offsets, id data), (text offsets, text data), other fields per document or None,
+# bytes consumed, lines read, saw a non-blank line, "end" | "full" | "slow"); int64 offsets.
+def parse_jsonl_block(
+    block: Any, start: int, first_line: int, text_field: str, id_field: str, keep_rest: bool, id_prefix: str,
+    max_line_bytes: int, max_text_bytes: int, max_docs: int, text_room: int,
+) -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], list[str | None] | None, int, int, bool, str]: ...

@@ -21,7 +21,7 @@
 //! examples (file, line, reason).
 
 use crate::error::{Error, Result};
-use serde::de::{DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use crate::jsonl::{parse_record, FieldValue, RecordSpec};
 use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
@@ -670,12 +670,14 @@ fn extract_text_field<'a>(
     line: &'a str,
     field: &str,
 ) -> std::result::Result<Cow<'a, str>, (SetAsideReason, String)> {
-    let mut de = serde_json::Deserializer::from_str(line);
-    let found = de
-        .deserialize_map(RecordVisitor { field })
-        .and_then(|found| de.end().map(|()| found))
-        .map_err(|e| (SetAsideReason::MalformedJson, e.to_string()))?;
-    match found {
+    let spec = RecordSpec {
+        text_field: field,
+        id_field: None,
+        keep_rest: false,
+    };
+    let found =
+        parse_record(line, &spec).map_err(|e| (SetAsideReason::MalformedJson, e.to_string()))?;
+    match found.text {
         Some(FieldValue::Text(text)) => Ok(text),
         Some(FieldValue::Other(kind)) => Err((
             SetAsideReason::NonStringTextField,
@@ -685,117 +687,6 @@ fn extract_text_field<'a>(
             SetAsideReason::MissingTextField,
             format!("no field {field:?}"),
         )),
-    }
-}
-
-enum FieldValue<'a> {
-    Text(Cow<'a, str>),
-    /// The JSON type the field had instead of a string.
-    Other(&'static str),
-}
-
-struct RecordVisitor<'f> {
-    field: &'f str,
-}
-
-impl<'de> Visitor<'de> for RecordVisitor<'_> {
-    type Value = Option<FieldValue<'de>>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(
-        self,
-        mut map: M,
-    ) -> std::result::Result<Self::Value, M::Error> {
-        let mut found = None;
-        while let Some(is_field) = map.next_key_seed(KeyIs(self.field))? {
-            if is_field {
-                // A repeated key keeps its last value, as most JSON readers do.
-                found = Some(map.next_value_seed(FieldValueSeed)?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(found)
-    }
-}
-
-/// Compares a key with the wanted field name without allocating it.
-struct KeyIs<'f>(&'f str);
-
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = bool;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeyIs<'_> {
-    type Value = bool;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a key")
-    }
-    fn visit_str<E>(self, key: &str) -> std::result::Result<bool, E> {
-        Ok(key == self.0)
-    }
-}
-
-struct FieldValueSeed;
-
-impl<'de> DeserializeSeed<'de> for FieldValueSeed {
-    type Value = FieldValue<'de>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FieldValueSeed {
-    type Value = FieldValue<'de>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Text(Cow::Borrowed(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Text(Cow::Owned(v.to_string())))
-    }
-    fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Text(Cow::Owned(v)))
-    }
-    fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Other("null"))
-    }
-    fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Other("a boolean"))
-    }
-    fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Other("a number"))
-    }
-    fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Other("a number"))
-    }
-    fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
-        Ok(FieldValue::Other("a number"))
-    }
-    fn visit_seq<S: SeqAccess<'de>>(
-        self,
-        mut seq: S,
-    ) -> std::result::Result<Self::Value, S::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(FieldValue::Other("an array"))
-    }
-    fn visit_map<M: MapAccess<'de>>(
-        self,
-        mut map: M,
-    ) -> std::result::Result<Self::Value, M::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(FieldValue::Other("an object"))
     }
 }
 

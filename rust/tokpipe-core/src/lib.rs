@@ -12,6 +12,8 @@
 //! - [`formats`]: readers and writers for the files people already have: HF `tokenizer.json`,
 //!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`, BERT `vocab.txt`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
+//! - [`jsonl`]: JSON-lines records: the field extraction both JSON readers share, and the
+//!   data pipeline reader's fast path (blocks of lines to Arrow string buffers).
 //! - [`text`]: kernels of the data pipeline's stages over borrowed Arrow string columns.
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
 //!   union-find clusters).
@@ -22,6 +24,7 @@
 pub mod corpus;
 pub mod error;
 pub mod formats;
+pub mod jsonl;
 pub mod lm;
 pub mod minhash;
 pub mod models;

@@ -22,6 +22,29 @@ pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) })
 }
 
+/// A slice of plain numbers as Python bytes (native byte order) in one copy: the way every
+/// binding hands a flat buffer to numpy or Arrow, which wrap the bytes without a copy.
+pub(crate) fn py_bytes_of<'py, T: Copy + NumberLike>(
+    py: Python<'py>,
+    values: &[T],
+) -> Bound<'py, PyBytes> {
+    // SAFETY: `NumberLike` types are integers or floats: no padding, every byte initialised.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
+    };
+    PyBytes::new(py, bytes)
+}
+
+/// The number types [`py_bytes_of`] may view as bytes.
+pub(crate) trait NumberLike {}
+impl NumberLike for u8 {}
+impl NumberLike for u16 {}
+impl NumberLike for u32 {}
+impl NumberLike for i32 {}
+impl NumberLike for i64 {}
+impl NumberLike for u64 {}
+impl NumberLike for f64 {}
+
 /// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
 fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
     // SAFETY: i32 and i64 have no invalid bit patterns; align_to only yields whole, aligned items.

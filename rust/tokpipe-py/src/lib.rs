@@ -11,6 +11,7 @@ mod lm;
 mod minhash;
 mod pii;
 mod quality;
+mod readers;
 mod text_stats;
 mod tokenizer;
 mod trainers;
@@ -29,5 +30,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     minhash::register(m)?;
     lm::register(m)?;
     pii::register(m)?;
+    readers::register(m)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crate::errors::{to_py, IntoPyResult};
 use crate::ids::{self, IdObjects};
-use crate::kernels::StrBuffers;
+use crate::kernels::{py_bytes_of, StrBuffers};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -259,7 +259,7 @@ impl PyTokenizer {
                 .py()?;
             if narrow {
                 let wide_ids = std::mem::take(&mut out.ids);
-                let mut ids = Vec::with_capacity(wide_ids.len());
+                let mut ids: Vec<u16> = Vec::with_capacity(wide_ids.len());
                 for id in wide_ids {
                     ids.push(u16::try_from(id).map_err(|_| {
                         to_py(Error::InvalidArgument(format!(
@@ -267,13 +267,17 @@ impl PyTokenizer {
                         )))
                     })?);
                 }
-                return Ok((bytes_of_u16(&ids), out.offsets));
+                return Ok((Ids::Narrow(ids), out.offsets));
             }
-            Ok((bytes_of_u32(&out.ids), out.offsets))
+            Ok((Ids::Wide(out.ids), out.offsets))
         })?;
         let (ids, offsets) = encoded;
-        let offset_bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_ne_bytes()).collect();
-        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &offset_bytes)))
+        // One copy each into Python bytes (Arrow wraps them without another).
+        let ids = match &ids {
+            Ids::Narrow(ids) => py_bytes_of(py, ids),
+            Ids::Wide(ids) => py_bytes_of(py, ids),
+        };
+        Ok((ids, py_bytes_of(py, &offsets)))
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
@@ -358,10 +362,8 @@ impl PyTokenizer {
     }
 }
 
-fn bytes_of_u32(ids: &[u32]) -> Vec<u8> {
-    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
-}
-
-fn bytes_of_u16(ids: &[u16]) -> Vec<u8> {
-    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
+/// `encode_arrow`'s ids at their final width.
+enum Ids {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
 }

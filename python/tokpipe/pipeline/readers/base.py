@@ -90,6 +90,9 @@ class ReaderOptions:
     # single big file and bounds what a crash makes redo, at a few thousand tasks per 100 GB.
     task_bytes: int = 64 << 20
     strict: bool = False
+    #: Carry the input's other fields as columns after ``id`` and ``text``. A consumer that
+    #: needs only those two (``tokpipe tokenize``) turns it off, and readers skip the work.
+    extra_fields: bool = True
 
     def __post_init__(self) -> None:
         if self.split not in ("none", "lines", "paragraphs"):
@@ -151,15 +154,26 @@ class BatchBuilder:
     int in one record, a string in the next) is carried as JSON text instead, so no record's
     data is lost. An extra field named ``id`` or ``text`` (possible when ``id_field`` or
     ``text_field`` name other fields) is carried as ``input_id`` / ``input_text``.
+
+    Documents come one at a time (:meth:`add`) or as ready Arrow columns (:meth:`add_columns`,
+    what a reader's Rust fast path produces); a batch keeps them in the order they came.
     """
 
     def __init__(self, batch_rows: int) -> None:
         self.batch_rows = batch_rows
         self.ids: list[str] = []
         self.texts: list[str] = []
+        # Arrow columns already built: (ids, texts), the documents before `ids`/`texts`.
+        self._columns: list[tuple[pa.Array, pa.Array]] = []
         self.extras: list[Optional[dict[str, Any]]] = []
         self.has_extras = False
+        self.rows = 0
         self.text_bytes = 0
+
+    @property
+    def room(self) -> tuple[int, int]:
+        """(documents, text bytes) the open batch takes before it closes; both at least 1."""
+        return self.batch_rows - self.rows, MAX_BATCH_TEXT_BYTES - self.text_bytes
 
     def add(self, doc_id: str, text: str, text_bytes: int, extras: Optional[dict[str, Any]] = None) -> Optional[pa.RecordBatch]:
         """Adds one document; returns a full batch when this document closed one."""
@@ -167,25 +181,57 @@ class BatchBuilder:
         self.texts.append(text)
         self.extras.append(extras or None)
         self.has_extras = self.has_extras or bool(extras)
+        self.rows += 1
         self.text_bytes += text_bytes
-        if len(self.ids) >= self.batch_rows or self.text_bytes >= MAX_BATCH_TEXT_BYTES:
+        return self._full()
+
+    def add_columns(self, ids: pa.Array, texts: pa.Array, text_bytes: int,
+                    extras: Optional[list[Optional[dict[str, Any]]]] = None) -> Optional[pa.RecordBatch]:
+        """Adds documents given as string columns (no more than :attr:`room` allows, past
+        the document that fills it); returns a full batch when they closed one."""
+        if not len(ids):
+            return None
+        self._close_lists()
+        self._columns.append((ids, texts))
+        if extras is None:
+            self.extras.extend([None] * len(ids))
+        else:
+            self.extras.extend(extras)
+            self.has_extras = self.has_extras or any(extras)
+        self.rows += len(ids)
+        self.text_bytes += text_bytes
+        return self._full()
+
+    def _full(self) -> Optional[pa.RecordBatch]:
+        if self.rows >= self.batch_rows or self.text_bytes >= MAX_BATCH_TEXT_BYTES:
             return self.flush()
         return None
 
+    def _close_lists(self) -> None:
+        if self.ids:
+            self._columns.append((pa.array(self.ids, type=pa.string()), pa.array(self.texts, type=pa.string())))
+            self.ids, self.texts = [], []
+
     def flush(self) -> Optional[pa.RecordBatch]:
         """The documents added since the last batch, as a batch; ``None`` when there are none."""
-        if not self.ids:
+        if not self.rows:
             return None
-        columns: dict[str, pa.Array] = {
-            "id": pa.array(self.ids, type=pa.string()),
-            "text": pa.array(self.texts, type=pa.string()),
-        }
+        self._close_lists()
+        columns: dict[str, pa.Array] = {"id": _concat_strings([i for i, _ in self._columns]),
+                                        "text": _concat_strings([t for _, t in self._columns])}
         if self.has_extras:
             columns.update(_extra_columns(self.extras))
-        self.ids, self.texts, self.extras = [], [], []
+        self._columns, self.extras = [], []
         self.has_extras = False
+        self.rows = 0
         self.text_bytes = 0
         return pa.RecordBatch.from_pydict(columns)
+
+
+def _concat_strings(parts: list[pa.Array]) -> pa.Array:
+    """One ``string`` column of ``parts`` (``string`` or ``large_string``)."""
+    parts = [p if p.type == pa.string() else p.cast(pa.string()) for p in parts]
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
 def _extra_columns(rows: list[Optional[dict[str, Any]]]) -> dict[str, pa.Array]:

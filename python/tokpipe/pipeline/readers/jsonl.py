@@ -20,12 +20,15 @@ exhaust memory.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 
+from tokpipe import _core
+
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, id_to_string, utf8_size
-from .lines import iter_lines
+from .lines import iter_blocks
 
 __all__ = ["read_jsonl"]
 
@@ -34,68 +37,114 @@ _FIELDS_ALLOWANCE = 1 << 20
 
 
 def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> Iterator[pa.RecordBatch]:
-    """The documents of one JSON Lines task, as record batches (see the module docstring)."""
+    """The documents of one JSON Lines task, as record batches (see the module docstring).
+
+    Blocks of lines go to Rust (``_core.parse_jsonl_block``), which reads every line it is
+    sure ``json.loads`` would read the same way into Arrow buffers; it stops before any other
+    line, which :func:`_read_line` reads here with ``json`` (and reports if it is bad).
+    """
     sink = ErrorSink(task.path, options, on_error)
     builder = BatchBuilder(options.batch_rows)
-    text_field, id_field = options.text_field, options.id_field
     max_line = options.max_document_bytes + _FIELDS_ALLOWANCE
     saw_record_line = False
-    for number, line in iter_lines(task, sink, max_line):
-        where = f"line {number}"
-        if line is None:
+    for first, block in iter_blocks(task, sink, max_line):
+        if block is None:
             saw_record_line = True
-            sink.report(where, "document_too_large", f"the line is longer than {max_line} bytes")
+            sink.report(f"line {first}", "document_too_large", f"the line is longer than {max_line} bytes")
             continue
-        if not line.strip():
-            continue  # a blank line holds no record
-        saw_record_line = True
-        try:
-            decoded = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            sink.report(where, "invalid_utf8", f"byte {error.start} of the line is not valid UTF-8 ({error.reason})")
-            continue
-        try:
-            record = json.loads(decoded)
-        except json.JSONDecodeError as error:
-            # error.msg and the column only: the exception's str() is fine too, but never the line.
-            sink.report(where, "malformed_json", f"{error.msg} at column {error.colno}")
-            continue
-        except RecursionError:
-            sink.report(where, "malformed_json", "nested too deeply to parse")
-            continue
-        if not isinstance(record, dict):
-            sink.report(where, "malformed_json", f"a JSON {_json_type(record)}, not an object")
-            continue
-        if text_field not in record:
-            sink.report(where, "missing_text_field", f"no field {text_field!r}")
-            continue
-        text = record.pop(text_field)
-        if text is None:
-            sink.report(where, "null_text", f"field {text_field!r} is null")
-            continue
-        if not isinstance(text, str):
-            sink.report(where, "non_string_text_field", f"field {text_field!r} is a JSON {_json_type(text)}")
-            continue
-        doc_id = id_to_string(record.pop(id_field, None))
-        try:
-            size = utf8_size(text)
-            if doc_id is not None:
-                utf8_size(doc_id)
-        except UnicodeEncodeError:
-            sink.report(where, "invalid_utf8", "a \\u escape encodes a lone surrogate, which UTF-8 cannot hold")
-            continue
-        if size > options.max_document_bytes:
-            sink.report(where, "document_too_large", f"text of {size} bytes > max_document_bytes={options.max_document_bytes}")
-            continue
-        full = builder.add(doc_id if doc_id is not None else f"{task.path}:{number}", text, size, record)
-        if full is not None:
-            yield full
+        at, number = 0, first
+        while at < len(block):
+            max_docs, text_room = builder.room
+            (id_buffers, text_buffers, rest, consumed, lines, saw, stop) = _core.parse_jsonl_block(
+                block, at, number, options.text_field, options.id_field, options.extra_fields, task.path, max_line,
+                options.max_document_bytes, max_docs, text_room)
+            saw_record_line = saw_record_line or saw
+            at += consumed
+            number += lines
+            texts = _strings(*text_buffers)
+            extras = None if rest is None else [None if r is None else json.loads(r) for r in rest]
+            full = builder.add_columns(_strings(*id_buffers), texts, len(text_buffers[1]), extras)
+            if full is not None:
+                yield full
+            if stop != "slow":
+                continue
+            newline = block.find(b"\n", at)
+            end = len(block) if newline < 0 else newline + 1
+            line = block[at:end]
+            at = end
+            saw, full = _read_line(line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line,
+                                   number, task, options, max_line, sink, builder)
+            number += 1
+            saw_record_line = saw_record_line or saw
+            if full is not None:
+                yield full
     if not saw_record_line and sink.reported == 0 and task.start == 0 and task.end is None:
         # Whitespace only: no unit to yield or report, yet the file must not vanish silently.
         sink.report("", "empty_file", "the file holds only blank lines")
-    rest = builder.flush()
-    if rest is not None:
-        yield rest
+    rest_batch = builder.flush()
+    if rest_batch is not None:
+        yield rest_batch
+
+
+def _strings(offsets: bytes, data: bytes) -> pa.Array:
+    """A ``string`` column from the parser's int64 offsets and its data."""
+    bounds = np.frombuffer(offsets, dtype=np.int64)
+    if bounds[-1] < 1 << 31:
+        return pa.StringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(data))
+    return pa.LargeStringArray.from_buffers(len(bounds) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _read_line(line: bytes, number: int, task: Task, options: ReaderOptions, max_line: int, sink: ErrorSink,
+               builder: BatchBuilder) -> tuple[bool, Optional[pa.RecordBatch]]:
+    """One line the Rust parser left: read with ``json``, added to ``builder`` or reported.
+    Returns (whether the line holds a record, a batch it closed)."""
+    where = f"line {number}"
+    if len(line) > max_line:
+        sink.report(where, "document_too_large", f"the line is longer than {max_line} bytes")
+        return True, None
+    if not line.strip():
+        return False, None  # a blank line holds no record
+    try:
+        decoded = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        sink.report(where, "invalid_utf8", f"byte {error.start} of the line is not valid UTF-8 ({error.reason})")
+        return True, None
+    try:
+        record = json.loads(decoded)
+    except json.JSONDecodeError as error:
+        # error.msg and the column only: the exception's str() is fine too, but never the line.
+        sink.report(where, "malformed_json", f"{error.msg} at column {error.colno}")
+        return True, None
+    except RecursionError:
+        sink.report(where, "malformed_json", "nested too deeply to parse")
+        return True, None
+    if not isinstance(record, dict):
+        sink.report(where, "malformed_json", f"a JSON {_json_type(record)}, not an object")
+        return True, None
+    text_field, id_field = options.text_field, options.id_field
+    if text_field not in record:
+        sink.report(where, "missing_text_field", f"no field {text_field!r}")
+        return True, None
+    text = record.pop(text_field)
+    if text is None:
+        sink.report(where, "null_text", f"field {text_field!r} is null")
+        return True, None
+    if not isinstance(text, str):
+        sink.report(where, "non_string_text_field", f"field {text_field!r} is a JSON {_json_type(text)}")
+        return True, None
+    doc_id = id_to_string(record.pop(id_field, None))
+    try:
+        size = utf8_size(text)
+        if doc_id is not None:
+            utf8_size(doc_id)
+    except UnicodeEncodeError:
+        sink.report(where, "invalid_utf8", "a \\u escape encodes a lone surrogate, which UTF-8 cannot hold")
+        return True, None
+    if size > options.max_document_bytes:
+        sink.report(where, "document_too_large", f"text of {size} bytes > max_document_bytes={options.max_document_bytes}")
+        return True, None
+    extras = record if options.extra_fields else None
+    return True, builder.add(doc_id if doc_id is not None else f"{task.path}:{number}", text, size, extras)
 
 
 def _json_type(value: Any) -> str:

@@ -1,8 +1,9 @@
 """Line streams for the line-based formats (JSON Lines, text): compression, byte ranges, numbering.
 
-:func:`iter_lines` yields ``(line_number, content)`` for the lines a task owns, numbered 1-based
-as in the whole (decompressed) file, so a document's generated id does not depend on how the
-file was split into tasks.
+:func:`iter_blocks` yields the lines a task owns a block of whole lines at a time (what the
+JSON Lines reader hands to its Rust parser), :func:`iter_lines` one line at a time, both
+numbered 1-based as in the whole (decompressed) file, so a document's generated id does not
+depend on how the file was split into tasks.
 
 Byte ranges (plain files only): a range ``[start, end)`` owns the lines that *start* inside it,
 so any partition of a file into ranges reads each line exactly once, aligned or not. The number
@@ -24,14 +25,20 @@ import zlib
 from collections import OrderedDict
 from typing import BinaryIO, Iterator, Optional
 
+import numpy as np
 import zstandard
 
 from .base import ErrorSink, Task
 
-__all__ = ["UTF8_BOM", "compression_of", "iter_lines", "newlines_before", "line_start_at_or_after"]
+__all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "iter_blocks", "iter_lines", "newlines_before",
+           "line_start_at_or_after"]
 
 _COUNT_CHUNK = 16 << 20
 _REST_OF_LINE_CHUNK = 1 << 20
+#: The size of a block of lines (see :func:`iter_blocks`): big enough that a call per block
+#: costs nothing next to its lines, small enough to stay in cache-friendly, bounded memory.
+BLOCK_BYTES = 8 << 20
+_READ_CHUNK = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 # Small enough that one chunk of highly compressible input cannot decompress to gigabytes.
 _ZSTD_INPUT_CHUNK = 128 << 10
@@ -135,7 +142,7 @@ def newlines_before(path: str, offset: int) -> int:
             chunk = f.read(min(_COUNT_CHUNK, remaining))
             if not chunk:
                 break
-            count += chunk.count(b"\n")
+            count += count_newlines(chunk)
             remaining -= len(chunk)
     _remember(path, offset, count)
     return count
@@ -169,12 +176,18 @@ def _strip_newline(raw: bytes) -> bytes:
     return raw
 
 
-def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[bytes]]]:
-    """The lines ``task`` owns as ``(number, content without its line ending)``.
+def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[bytes]]]:
+    """The lines ``task`` owns, a block of whole lines at a time, as ``(number of the block's
+    first line, block)``.
 
-    ``content`` is ``None`` for a line longer than ``max_line_bytes``: it was skipped without
-    being held in memory and the caller reports it. An unreadable file, an empty one and a
-    broken compressed stream are reported here, through ``sink``.
+    A block is about :data:`BLOCK_BYTES` of whole lines with their line endings (the last
+    line of the file may lack its ``\\n``); a byte-order mark at the start of line 1 is
+    removed. ``block`` is ``None`` for one line longer than ``max_line_bytes`` (without its
+    line ending) that does not fit in a block: it was skipped without being held in memory,
+    and the caller reports it. Lines over ``max_line_bytes`` that do fit in a block are in
+    it; the caller checks their length. An unreadable file, an empty one and a broken
+    compressed stream are reported here, through ``sink``; the lines before a break are
+    yielded first.
     """
     compression = compression_of(task.path)
     try:
@@ -198,37 +211,127 @@ def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tup
         else:
             position, number = 0, 1
         end = task.end
-        # Room for the content and a "\r\n"; one byte more tells an overlong line apart.
-        cap = max_line_bytes + 3
+        # `pending` holds the bytes read from file offset `position` on (a line start):
+        # whole lines up to `line_start`, then the start of a line still being read.
+        pending = bytearray()
+        line_start = 0
         any_bytes = False
         while end is None or position < end:
             try:
-                raw = stream.readline(cap)
-                if len(raw) == cap and not raw.endswith(b"\n"):
-                    raw_size = len(raw) + _skip_rest_of_line(stream)
-                    content: Optional[bytes] = None
-                else:
-                    raw_size = len(raw)
-                    content = _strip_newline(raw)
-                    if len(content) > max_line_bytes:
-                        content = None
+                chunk = stream.read1(_READ_CHUNK)
             except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
+                # The whole lines read before the break are the task's; the break is at the next.
+                consumed, block = _whole_lines(pending[:line_start], position, number, end, final=False)
+                if block:
+                    yield number, block
+                    number += count_newlines(block)
                 sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
                 return
-            if not raw_size:
+            if not chunk:
                 break
-            if number == 1 and content is not None and content.startswith(UTF8_BOM):
-                content = content[len(UTF8_BOM) :]  # a byte-order mark is not text
             any_bytes = True
-            yield number, content
-            position += raw_size
-            number += 1
+            last_newline = chunk.rfind(b"\n")
+            if last_newline >= 0:
+                line_start = len(pending) + last_newline + 1
+            pending += chunk
+            overlong = len(pending) - line_start > max_line_bytes + 1  # too long whatever follows
+            if not overlong and len(pending) < BLOCK_BYTES and (end is None or position + len(pending) < end):
+                continue
+            if line_start:
+                consumed, block = _whole_lines(pending[:line_start], position, number, end, final=False)
+                if block:
+                    yield number, block
+                    number += count_newlines(block)
+                position += consumed
+                del pending[:consumed]
+                line_start -= consumed
+                if line_start:
+                    break  # the lines left start at or after `end`: another task's
+            if overlong and (end is None or position < end):
+                try:
+                    skipped, rest = _skip_line(stream, len(pending))
+                except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
+                    sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
+                    return
+                yield number, None
+                position += skipped
+                number += 1
+                pending = bytearray(rest)
+                line_start = pending.rfind(b"\n") + 1
+        if pending and (end is None or position < end):
+            consumed, block = _whole_lines(pending, position, number, end, final=True)
+            if block:
+                yield number, block
+                number += count_newlines(block) + (not block.endswith(b"\n"))
+            position += consumed
         if compression is None and end is not None and position >= end:
             # The next range of this file starts here (when ranges are aligned): remember how
             # many newlines precede it, so that range need not count them again.
             _remember(task.path, position, number - 1)
         if compression is not None and not any_bytes:
             sink.report("", "empty_file", "the decompressed stream has no bytes")
+
+
+def count_newlines(data: bytes) -> int:
+    """The ``\\n`` bytes in ``data``, counted with numpy (``bytes.count`` goes a byte at a time)."""
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
+
+
+def _whole_lines(data: bytearray, position: int, number: int, end: Optional[int],
+                 final: bool) -> tuple[int, Optional[bytes]]:
+    """The lines of ``data`` (read from file offset ``position``, where line ``number``
+    starts) that start before ``end``, as one block, and the bytes of ``data`` they take:
+    whole lines, plus, when ``final``, the file's last line without its newline. A
+    byte-order mark at the start of line 1 is dropped from the block."""
+    cut = len(data) if final else data.rfind(b"\n") + 1
+    if end is not None and position + cut > end:
+        # Only the lines that start before `end` (the one that straddles it included).
+        straddling = data.find(b"\n", max(0, end - position - 1))
+        if straddling >= 0:
+            cut = min(cut, straddling + 1)
+    if cut <= 0:
+        return 0, None
+    with memoryview(data) as view:
+        block = bytes(view[:cut])
+    if number == 1 and position == 0 and block.startswith(UTF8_BOM):
+        block = block[len(UTF8_BOM):]
+    return cut, block
+
+
+def _skip_line(stream: BinaryIO, held: int) -> tuple[int, bytes]:
+    """Reads past the end of the line being read, of which ``held`` bytes were read already:
+    (the line's bytes with its newline, what was read after it). Stream errors propagate."""
+    skipped = held
+    while True:
+        chunk = stream.read1(_READ_CHUNK)
+        if not chunk:
+            return skipped, b""
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return skipped + newline + 1, chunk[newline + 1:]
+        skipped += len(chunk)
+
+
+def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[bytes]]]:
+    """The lines ``task`` owns as ``(number, content without its line ending)``.
+
+    ``content`` is ``None`` for a line longer than ``max_line_bytes``: the caller reports it.
+    Reported through ``sink`` as in :func:`iter_blocks`, which this splits.
+    """
+    for first, block in iter_blocks(task, sink, max_line_bytes):
+        if block is None:
+            yield first, None
+            continue
+        lines = block.split(b"\n")
+        if block.endswith(b"\n"):
+            lines.pop()  # the empty piece after the last newline is no line
+        last = len(lines) - 1
+        whole = block.endswith(b"\n")
+        for i, line in enumerate(lines):
+            # "\r\n" endings lose their "\r"; a last line without a newline keeps all its bytes.
+            if (i < last or whole) and line.endswith(b"\r"):
+                line = line[:-1]
+            yield first + i, (line if len(line) <= max_line_bytes else None)
 
 
 def _describe_stream_error(error: BaseException) -> str:

@@ -84,12 +84,16 @@ def read_task(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
     """The documents of ``task`` as record batches with ``id`` and ``text`` first.
 
     Bad input units are passed to ``on_error`` (or raise ``CorpusError`` when
-    ``options.strict``); see each format's module for what a unit and its id are.
+    ``options.strict``); see each format's module for what a unit and its id are. Without
+    ``options.extra_fields`` the batches hold ``id`` and ``text`` only.
     """
     file_format = format_of(task.path)
     if file_format is None:
         raise CorpusError(f"{task.path}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
-    return _READERS[file_format](task, options, on_error)
+    batches = _READERS[file_format](task, options, on_error)
+    if options.extra_fields:
+        return batches
+    return (batch if batch.num_columns == 2 else batch.select([0, 1]) for batch in batches)
 
 
 def _expand(given: str) -> list[str]:
