@@ -33,7 +33,6 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "scratch_space", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
            "stage_class", "split_rejected", "REASON", "STAGE"]
@@ -167,17 +166,20 @@ class Stage:
 def split_rejected(batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray, stage: str) -> StageResult:
     """``batch`` split by ``mask`` (True keeps); the dropped rows get the ``reason`` (one for
     all, or per row of ``batch``) and ``stage`` columns every rejected document carries."""
-    keep = pa.array(mask, type=pa.bool_())
-    kept = batch.filter(keep)
-    if kept.num_rows == batch.num_rows:
-        return StageResult(kept)
-    dropped = batch.filter(pc.invert(keep))
+    from tokpipe.pipeline.kernels import arrow_of, repeat_string
+
+    mask = np.asarray(mask, dtype=bool)
+    if mask.all():
+        return StageResult(batch)
+    # Rows by index (not a boolean filter): no pyarrow conversion of a numpy array needed.
+    kept = batch.take(arrow_of(np.flatnonzero(mask)))
+    dropped = batch.take(arrow_of(np.flatnonzero(~mask)))
     if isinstance(reasons, str):
-        reason_column = pa.array([reasons] * dropped.num_rows, type=pa.string())
+        reason_column = repeat_string(reasons, dropped.num_rows)
     else:
         reason_column = pa.array(np.asarray(reasons, dtype=object)[~mask], type=pa.string())
     dropped = dropped.append_column(REASON, reason_column)
-    dropped = dropped.append_column(STAGE, pa.array([stage] * dropped.num_rows, type=pa.string()))
+    dropped = dropped.append_column(STAGE, repeat_string(stage, dropped.num_rows))
     return StageResult(kept, dropped)
 
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tokpipe import _core
 
-__all__ = ["string_buffers", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities",
+__all__ = ["string_buffers", "list_buffers", "numpy_of", "arrow_of", "repeat_string", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities",
            "paragraph_keys", "paragraph_drop_lines"]
 
 
@@ -33,6 +33,64 @@ def string_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.B
         return np.zeros(1, dtype=dtype), b"", wide
     offsets = np.frombuffer(offsets_buffer, dtype=dtype)[column.offset: column.offset + len(column) + 1]
     return offsets, (data if data is not None else b""), wide
+
+
+# Numbers between numpy and Arrow through their buffers. pyarrow's own conversions
+# (`pa.array(ndarray)`, `Array.to_numpy()`, even `np.asarray(array)`) go through its pandas
+# shim, whose first use imports pandas: about 0.3 s of CPU in every process, more than a
+# tokenize run spends on some of its phases. These are zero-copy both ways.
+
+
+def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The values of a primitive Arrow array without nulls (ints, floats) as a numpy view."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if array.null_count:
+        raise ValueError("numpy_of needs an array without nulls")
+    dtype = np.dtype(str(array.type))
+    data = array.buffers()[1]
+    if data is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(data, dtype=dtype)[array.offset: array.offset + len(array)]
+
+
+def arrow_of(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Array:
+    """A numpy array of plain numbers as an Arrow array (of ``arrow_type``, which must have
+    the same width, e.g. int32 for uint32 ids; the numpy type's own when None), sharing its
+    memory when it is contiguous."""
+    values = np.ascontiguousarray(values)
+    arrow_type = arrow_type or pa.from_numpy_dtype(values.dtype)
+    if arrow_type.bit_width != 8 * values.dtype.itemsize or values.dtype == np.bool_:
+        raise TypeError(f"cannot view {values.dtype} as {arrow_type}")
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def repeat_string(value: str, n: int) -> pa.Array:
+    """A ``string`` array of ``n`` copies of ``value``."""
+    raw = value.encode("utf-8")
+    offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[: n + 1] if raw \
+        else np.zeros(n + 1, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def list_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a ``large_list`` column of a primitive type: the int64 offsets of
+    just this array's rows (a view, honouring a slice's offset) and the values they index
+    (a view of the child array, honouring its offset)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if not pa.types.is_large_list(column.type):
+        raise TypeError(f"expected a large_list column, got {column.type}")
+    child = column.values
+    dtype = np.dtype(str(child.type))  # uint16, uint32, ...: numpy's names for Arrow's
+    offsets_buffer = column.buffers()[1]
+    if offsets_buffer is None:  # a zero-length array may have no buffers
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=dtype)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[column.offset: column.offset + len(column) + 1]
+    data = child.buffers()[1]
+    values = np.frombuffer(data, dtype=dtype)[child.offset: child.offset + len(child)] if data is not None \
+        else np.zeros(0, dtype=dtype)
+    return offsets, values
 
 
 def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collapse_whitespace: bool) -> pa.Array:

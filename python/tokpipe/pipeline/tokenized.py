@@ -47,22 +47,22 @@ import os
 import shutil
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokpipe import __version__
+from tokpipe import __version__, _core
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
                                             _run_segment_task, _summary, _task_bytes, _write_json)
+from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
 from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter
@@ -176,15 +176,23 @@ class _Split:
         self.truncated_tokens = 0
         self.shards: list[dict[str, Any]] = []
         self._shard_tokens = 0
-        self._parquet = ParquetShardWriter(self.out, 0, shard_size) if "parquet" in options.formats else None
+        # No dictionary pages: token ids are spread over the whole vocabulary, and building
+        # (then dropping) a dictionary per column chunk doubled the cost of writing them.
+        self._parquet = ParquetShardWriter(self.out, 0, shard_size, use_dictionary=False) \
+            if "parquet" in options.formats else None
         self._megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
             if "megatron" in options.formats else None
         self._doc_writer: pq.ParquetWriter | None = None
         self._doc_tmp = self.out / ".documents.parquet.tmp"
         self._carry = np.zeros(0, dtype=self.dtype)
-        self._pending: list[tuple[pa.Array, pa.Array]] = []
+        self._pending: deque[tuple[pa.Array, pa.Array]] = deque()
+        # Two writer threads, each in order: the Parquet shards, and documents.parquet with the
+        # Megatron pair. Encoding, compression and file writes release the GIL, so both run
+        # beside the thread that gathers the next documents.
         self._io = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write")
         self._in_flight: deque[tuple[cf.Future[Any], int]] = deque()
+        self._side = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write-side")
+        self._side_flight: deque[cf.Future[Any]] = deque()
         self._pending_rows = 0
         self.rows = 0
         self.dropped_tail_tokens = 0
@@ -199,17 +207,36 @@ class _Split:
         while self._pending_rows >= _WRITE_ROWS:
             self._drain(_WRITE_ROWS)
 
+    @property
+    def room(self) -> int:
+        """Documents that complete the run being gathered: a caller that hands over runs of
+        this size first, then of ``_WRITE_ROWS``, has nothing concatenated."""
+        return _WRITE_ROWS - self._pending_rows
+
     def _drain(self, rows: int) -> None:
-        doc_ids = pa.concat_arrays([d for d, _ in self._pending]) if len(self._pending) > 1 else self._pending[0][0]
-        ids = pa.concat_arrays([i for _, i in self._pending]) if len(self._pending) > 1 else self._pending[0][1]
-        rest = len(doc_ids) - rows
-        self._pending = [(doc_ids.slice(rows), ids.slice(rows))] if rest else []
-        self._pending_rows = rest
-        self._add(doc_ids.slice(0, rows), ids.slice(0, rows))
+        """Writes the first ``rows`` pending documents, concatenating only the pieces they
+        span."""
+        parts: list[tuple[pa.Array, pa.Array]] = []
+        need = rows
+        while need:
+            doc_ids, ids = self._pending[0]
+            if len(doc_ids) <= need:
+                parts.append(self._pending.popleft())
+                need -= len(doc_ids)
+            else:
+                parts.append((doc_ids.slice(0, need), ids.slice(0, need)))
+                self._pending[0] = (doc_ids.slice(need), ids.slice(need))
+                need = 0
+        self._pending_rows -= rows
+        if len(parts) == 1:
+            self._add(*parts[0])
+        else:
+            self._add(pa.concat_arrays([d for d, _ in parts]), pa.concat_arrays([i for _, i in parts]))
 
     def _add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
-        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
-        flat = ids.flatten().to_numpy(zero_copy_only=False)
+        offsets, values = list_buffers(ids)
+        lengths = np.diff(offsets)
+        flat = values[offsets[0]:offsets[-1]]
         if self.options.truncate:
             assert self.options.seq_len is not None
             limit = self.options.seq_len + 1
@@ -220,7 +247,7 @@ class _Split:
                 self.truncated_tokens += int((lengths - limit).clip(min=0).sum())
                 lengths = lengths.clip(max=limit)
                 offsets = np.concatenate([[0], np.cumsum(lengths)])
-                ids = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(flat, self.value_type))
+                ids = pa.LargeListArray.from_arrays(arrow_of(offsets.astype(np.int64)), arrow_of(flat))
         self.documents += len(lengths)
         self.tokens += len(flat)
         if self._doc_writer is None:
@@ -228,22 +255,23 @@ class _Split:
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
                                                 compression="zstd")
         doc_writer, megatron = self._doc_writer, self._megatron
-        record = pa.record_batch([doc_ids.cast(pa.string()), pa.array(lengths, pa.int32())], names=[ID, LENGTH])
+        record = pa.record_batch([doc_ids.cast(pa.string()), arrow_of(lengths.astype(np.int32))], names=[ID, LENGTH])
 
-        def write_documents() -> list[Any]:
+        def write_documents() -> None:
             doc_writer.write_batch(record)
             if megatron is not None:
                 megatron.add(flat, lengths)
-            return []
 
-        self._submit(write_documents, 0)
+        self._side_flight.append(self._side.submit(write_documents))
+        while len(self._side_flight) > _IN_FLIGHT:
+            self._side_flight.popleft().result()
         if self._parquet is None:
             return
         if self.options.pack:
             self._pack(flat)
         else:
             batch = pa.record_batch([doc_ids.cast(pa.string()), ids.cast(pa.list_(self.value_type)),
-                                     pa.array(lengths, pa.int32())], names=[ID, INPUT_IDS, LENGTH])
+                                     arrow_of(lengths.astype(np.int32))], names=[ID, INPUT_IDS, LENGTH])
             self._write(batch, len(flat))
 
     def _pack(self, flat: np.ndarray) -> None:
@@ -266,9 +294,9 @@ class _Split:
 
     def _write_rows(self, rows: np.ndarray, real: np.ndarray) -> None:
         n, width = rows.shape
-        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32), pa.int32())
-        values = pa.array(rows.reshape(-1), self.value_type)
-        batch = pa.record_batch([pa.ListArray.from_arrays(offsets, values), pa.array(real, pa.int32())],
+        offsets = arrow_of(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+        values = arrow_of(rows.reshape(-1))
+        batch = pa.record_batch([pa.ListArray.from_arrays(offsets, values), arrow_of(real.astype(np.int32))],
                                 names=[INPUT_IDS, LENGTH])
         self.rows += n
         self._write(batch, n * width)
@@ -303,7 +331,10 @@ class _Split:
         self._flush_tail()
         while self._in_flight:
             self._settle()
+        while self._side_flight:
+            self._side_flight.popleft().result()
         self._io.shutdown()
+        self._side.shutdown()
         if self._parquet is not None:
             for info in self._parquet.close():
                 self._done(info, self._shard_tokens)
@@ -344,6 +375,7 @@ class _Split:
 
     def abort(self) -> None:
         self._io.shutdown(wait=True, cancel_futures=True)
+        self._side.shutdown(wait=True, cancel_futures=True)
         if self._parquet is not None:
             self._parquet.abort()
         if self._megatron is not None:
@@ -374,8 +406,9 @@ class _TokenizeExecutor(LocalExecutor):
         if workers > 1 and len(todo) > 1:
             pool = cf.ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
         try:
-            self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader))
-                                           for t in todo], sizes=[_task_bytes(t) for t in todo])
+            self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader,
+                                                                "arrow")) for t in todo],
+                      sizes=[_task_bytes(t) for t in todo])
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -405,6 +438,8 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     """Runs both phases (see the module docstring) and returns the manifest."""
     progress = progress or (lambda update: None)
     out = Path(out_dir)
+    # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
+    run = replace(run, reader=replace(run.reader, extra_fields=False))
     tokenizer = load_tokenizer(options.tokenizer)
     eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
     # `threads` is a speed knob, not part of what the run computes: it reaches the workers as
@@ -487,9 +522,14 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
 
 
 def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
+    """The staged documents (``id``, ``input_ids``), task after task, as record batches over
+    memory maps of the staging files: nothing is decoded or copied to read them."""
     for task_files in files:
         for path in task_files:
-            yield from pq.ParquetFile(path).iter_batches(batch_size=_WRITE_ROWS, columns=[ID, INPUT_IDS])
+            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                yield batch.select([ID, INPUT_IDS])
 
 
 def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
@@ -502,43 +542,48 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
             keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
             position += batch.num_rows
             val = val_mask(keys, options.val_fraction)
+            source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
             for name, mask in (("train", ~val), ("val", val)):
-                if not mask.any():
-                    continue
-                part = batch if mask.all() else batch.filter(pa.array(mask))
-                splits[name].add(part.column(ID), part.column(INPUT_IDS))
+                if mask.all():
+                    splits[name].add(source.doc_ids, source.lists)
+                elif mask.any():
+                    splits[name].add(*_Gather([source.subset(np.flatnonzero(mask))], itemsize)())
             update.done = position
             progress(update)
         return
 
-    # Shuffle: scatter by key range into buckets, then each bucket sorted, in key order.
+    # Shuffle: documents scattered by key range into buckets that each fit the shuffle
+    # buffer, then each bucket in key order. With one bucket nothing is copied before the
+    # final gather: the bucket is the staged batches themselves (memory-mapped).
     size = tokens * itemsize + documents * 16
     buckets = max(1, -(-size // options.shuffle_buffer))
     spill = buckets > 1
     flush_bytes = max(1 << 18, options.shuffle_buffer // buckets)
-    # Per (split, bucket): pieces of documents (ids, keys, lengths, flat token ids) held in
-    # memory, and, when spilling, the Arrow file they are flushed to.
-    pending: dict[tuple[str, int], list[_Piece]] = {}
+    # Per (split, bucket): the sources (documents with their keys) held in memory, and, when
+    # spilling, the Arrow file they are flushed to.
+    pending: dict[tuple[str, int], list[_Source]] = {}
     pending_bytes: dict[tuple[str, int], int] = {}
     writers: dict[tuple[str, int], pa.ipc.RecordBatchFileWriter] = {}
 
     def flush(slot: tuple[str, int]) -> None:
-        pieces = pending.pop(slot, [])
+        sources = pending.pop(slot, [])
         pending_bytes.pop(slot, None)
-        if not pieces:
+        if not sources:
             return
+        doc_ids, lists = _Gather(sources, itemsize)()
+        keys = np.concatenate([src.keys for src in sources])
+        batch = pa.record_batch([doc_ids, arrow_of(keys), lists], names=[ID, _KEY, INPUT_IDS])
         if slot not in writers:
             scratch.mkdir(parents=True, exist_ok=True)
-            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), _PIECE_SCHEMA)
-        for piece in pieces:
-            writers[slot].write_batch(piece.to_batch())
+            writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), batch.schema)
+        writers[slot].write_batch(batch)
 
     for batch in _staged(files):
         n = batch.num_rows
         keys = shuffle_keys(options.seed, np.arange(position, position + n))
         position += n
         val = val_mask(keys, options.val_fraction)
-        piece = _Piece.of(batch.column(ID), keys, batch.column(INPUT_IDS))
+        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
         if not spill:
             slot_of = val.astype(np.int64)
         else:
@@ -551,7 +596,7 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
                 continue
             code = int(slot_of[rows[0]])
             slot = (SPLITS[code % 2], code // 2 if spill else 0)
-            part = piece.take(rows) if len(rows) < n else piece
+            part = source if len(rows) == n else source.subset(rows)
             pending.setdefault(slot, []).append(part)
             pending_bytes[slot] = pending_bytes.get(slot, 0) + part.nbytes
             if spill and pending_bytes[slot] >= flush_bytes:
@@ -566,100 +611,97 @@ def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize
     done = 0
     for name in SPLITS:
         for b in range(buckets):
-            slot = (name, b)
             if spill:
                 path = scratch / f"{name}-{b:05d}.arrow"
                 if not path.exists():
                     continue
-                with pa.memory_map(str(path)) as source:
-                    reader = pa.ipc.open_file(source)
-                    pieces = [_Piece.from_batch(reader.get_batch(i)) for i in range(reader.num_record_batches)]
-                bucket_piece = _Piece.concat(pieces)
-                del pieces
-                path.unlink()
+                reader = pa.ipc.open_file(pa.memory_map(str(path)))
+                sources = [_Source(part.column(ID), part.column(INPUT_IDS), numpy_of(part.column(_KEY)))
+                           for part in (reader.get_batch(i) for i in range(reader.num_record_batches))]
             else:
-                pieces = pending.pop(slot, [])
-                if not pieces:
-                    continue
-                bucket_piece = _Piece.concat(pieces)
-                del pieces
-            order = np.argsort(bucket_piece.keys, kind="stable")
-            # Gathered run by run, so the sorted copy never exists whole next to the bucket.
-            for start in range(0, len(order), _WRITE_ROWS):
-                part = bucket_piece.take(order[start:start + _WRITE_ROWS])
-                splits[name].add(part.doc_ids, part.list_array())
-            done += len(order)
-            del bucket_piece, order
+                sources = pending.pop((name, 0), [])
+            if not sources:
+                continue
+            done += _write_bucket(sources, splits[name], itemsize)
+            del sources
+            if spill:
+                path.unlink()
             update.done = documents // 2 + done // 2
             progress(update)
 
 
-_PIECE_SCHEMA = pa.schema([(ID, pa.string()), ("_key", pa.uint64()), (INPUT_IDS, pa.large_list(pa.uint32()))])
+_KEY = "_key"
+
+
+def _write_bucket(sources: list[_Source], split: _Split, itemsize: int) -> int:
+    """The documents of ``sources`` to ``split`` in key order, gathered a run at a time (so
+    the sorted copy never exists whole next to the bucket). Returns how many."""
+    gather = _Gather(sources, itemsize)
+    order = np.argsort(np.concatenate([src.keys for src in sources]), kind="stable")
+    start = 0
+    while start < len(order):
+        end = start + split.room
+        split.add(*gather(order[start:end]))
+        start = end
+    return len(order)
 
 
 @dataclass
-class _Piece:
-    """Documents in numpy form for the shuffle: gathering rows of a list column with numpy
-    index arithmetic is several times faster than Arrow's ``take`` on long lists."""
+class _Source:
+    """Documents for the shuffle: their ids, token lists and keys, and which of their rows
+    are meant (``rows``; all when None). A subset is a view: rows are only copied by
+    :class:`_Gather`, once, where they go."""
 
     doc_ids: pa.Array
+    lists: pa.LargeListArray
     keys: np.ndarray
-    offsets: np.ndarray  # int64, len + 1, from 0
-    values: np.ndarray
+    rows: np.ndarray | None = None
 
-    @classmethod
-    def of(cls, doc_ids: pa.Array | pa.ChunkedArray, keys: np.ndarray, ids: pa.Array | pa.ChunkedArray) -> _Piece:
-        if isinstance(doc_ids, pa.ChunkedArray):
-            doc_ids = doc_ids.combine_chunks()
-        if isinstance(ids, pa.ChunkedArray):
-            ids = ids.combine_chunks()
-        lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        return cls(doc_ids.cast(pa.string()), keys, offsets, ids.flatten().to_numpy(zero_copy_only=False))
+    def __post_init__(self) -> None:
+        if isinstance(self.doc_ids, pa.ChunkedArray):
+            self.doc_ids = self.doc_ids.combine_chunks()
+        if isinstance(self.lists, pa.ChunkedArray):
+            self.lists = self.lists.combine_chunks()
+
+    def subset(self, rows: np.ndarray) -> _Source:
+        assert self.rows is None
+        return _Source(self.doc_ids, self.lists, self.keys[rows], rows.astype(np.int64))
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.offsets.nbytes + self.keys.nbytes + self.doc_ids.nbytes
-
-    def take(self, rows: np.ndarray) -> _Piece:
-        starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        lengths = ends - starts
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if len(rows) and offsets[-1] >= 64 * len(rows):
-            # Long documents: one slice copy each (a memcpy; Python's cost per row is small
-            # next to the row).
-            values = np.concatenate([self.values[a:b] for a, b in zip(starts.tolist(), ends.tolist())])
+        """Roughly what its documents take: their ids' share of the token buffer, and 16
+        bytes each for offsets and keys."""
+        offsets, values = list_buffers(self.lists)
+        if self.rows is None:
+            tokens = int(offsets[-1] - offsets[0])
         else:
-            # Short documents: each output token's source index (its row's start plus its place
-            # in the row), gathered at once, with no Python step per row.
-            index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
-            values = self.values[index]
-        return _Piece(self.doc_ids.take(pa.array(rows)), self.keys[rows], offsets, values)
+            tokens = int((offsets[self.rows + 1] - offsets[self.rows]).sum())
+        return tokens * values.itemsize + 16 * len(self.keys)
 
-    @classmethod
-    def concat(cls, pieces: list[_Piece]) -> _Piece:
-        if len(pieces) == 1:
-            return pieces[0]
-        offsets = [pieces[0].offsets]
-        at = pieces[0].offsets[-1]
-        for p in pieces[1:]:
-            offsets.append(p.offsets[1:] + at)
-            at += p.offsets[-1]
-        return cls(pa.concat_arrays([p.doc_ids for p in pieces]), np.concatenate([p.keys for p in pieces]),
-                   np.concatenate(offsets), np.concatenate([p.values for p in pieces]))
 
-    def list_array(self) -> pa.LargeListArray:
-        return pa.LargeListArray.from_arrays(pa.array(self.offsets, pa.int64()), pa.array(self.values))
+class _Gather:
+    """Gathers documents of ``sources`` (numbered one source after another) by position:
+    their ids and token lists, each token copied once (``_core.gather_lists``)."""
 
-    def to_batch(self) -> pa.RecordBatch:
-        ids = self.list_array().cast(pa.large_list(pa.uint32()))
-        return pa.record_batch([self.doc_ids, pa.array(self.keys, pa.uint64()), ids], schema=_PIECE_SCHEMA)
+    def __init__(self, sources: list[_Source], itemsize: int) -> None:
+        counts = np.array([len(src.keys) for src in sources], dtype=np.int64)
+        self.pieces = np.repeat(np.arange(len(sources), dtype=np.int64), counts)
+        self.rows = np.concatenate([src.rows if src.rows is not None else np.arange(len(src.keys), dtype=np.int64)
+                                    for src in sources])
+        self.buffers = [list_buffers(src.lists) for src in sources]
+        doc_ids = [src.doc_ids if src.rows is None else src.doc_ids.take(arrow_of(src.rows)) for src in sources]
+        self.doc_ids = doc_ids[0] if len(doc_ids) == 1 else pa.concat_arrays(doc_ids)
+        self.itemsize = itemsize
+        self.value_type = pa.uint16() if itemsize == 2 else pa.uint32()
 
-    @classmethod
-    def from_batch(cls, batch: pa.RecordBatch) -> _Piece:
-        return cls.of(batch.column(ID), batch.column("_key").to_numpy(), batch.column(INPUT_IDS))
+    def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray]:
+        """The documents at positions ``order`` (all, in turn, when None)."""
+        pieces, rows = (self.pieces, self.rows) if order is None else (self.pieces[order], self.rows[order])
+        offsets, values = _core.gather_lists(self.buffers, self.itemsize, pieces, rows)
+        flat = pa.Array.from_buffers(self.value_type, len(values) // self.itemsize, [None, pa.py_buffer(values)])
+        lists = pa.LargeListArray.from_buffers(pa.large_list(self.value_type), len(rows),
+                                               [None, pa.py_buffer(offsets)], children=[flat])
+        return (self.doc_ids if order is None else self.doc_ids.take(arrow_of(order))), lists
 
 
 def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@
 //!   union-find clusters).
 //! - [`pii`]: PII detection (validated detectors) and scrubbing over Arrow string columns.
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
+//! - [`tokens`]: token-id lists as Arrow list buffers (the gathers of tokenize's shuffle).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
@@ -33,6 +34,7 @@ pub mod pii;
 pub mod pre_tokenizers;
 pub mod text;
 pub mod tokenizer;
+pub mod tokens;
 
 pub use error::{Error, Result};
 pub use tokenizer::Tokenizer;

@@ -22,28 +22,113 @@ pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) })
 }
 
-/// A slice of plain numbers as Python bytes (native byte order) in one copy: the way every
-/// binding hands a flat buffer to numpy or Arrow, which wrap the bytes without a copy.
-pub(crate) fn py_bytes_of<'py, T: Copy + NumberLike>(
-    py: Python<'py>,
-    values: &[T],
-) -> Bound<'py, PyBytes> {
-    // SAFETY: `NumberLike` types are integers or floats: no padding, every byte initialised.
-    let bytes = unsafe {
-        std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
-    };
-    PyBytes::new(py, bytes)
+/// A Rust vector of plain numbers handed to Python without a copy: a read-only object with
+/// the buffer protocol, which numpy (`np.frombuffer`), pyarrow (`pa.py_buffer`) and `bytes()`
+/// read in place, and `len()` (its size in bytes). It is how every binding hands a large
+/// flat buffer over: building Python `bytes` instead would copy it once more, into freshly
+/// faulted pages.
+#[pyclass(frozen, module = "tokpipe._core")]
+pub(crate) struct OwnedBuffer {
+    numbers: Numbers,
 }
 
-/// The number types [`py_bytes_of`] may view as bytes.
-pub(crate) trait NumberLike {}
-impl NumberLike for u8 {}
-impl NumberLike for u16 {}
-impl NumberLike for u32 {}
-impl NumberLike for i32 {}
-impl NumberLike for i64 {}
-impl NumberLike for u64 {}
-impl NumberLike for f64 {}
+pub(crate) enum Numbers {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+}
+
+impl OwnedBuffer {
+    fn bytes(&self) -> &[u8] {
+        fn view<T>(values: &[T]) -> &[u8] {
+            // SAFETY: integers have no padding and every byte is initialised.
+            unsafe {
+                std::slice::from_raw_parts(
+                    values.as_ptr() as *const u8,
+                    std::mem::size_of_val(values),
+                )
+            }
+        }
+        match &self.numbers {
+            Numbers::U8(v) => v,
+            Numbers::U16(v) => view(v),
+            Numbers::U32(v) => view(v),
+            Numbers::I64(v) => view(v),
+        }
+    }
+}
+
+#[pymethods]
+impl OwnedBuffer {
+    /// # Safety
+    /// Called by Python with a valid `view`; the data never moves or changes while the
+    /// object lives (it is frozen and owns the vector), and the view holds a reference to it.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        let bytes = slf.get().bytes();
+        // SAFETY: see above; PyBuffer_FillInfo takes its own reference to `slf`.
+        let status = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                bytes.as_ptr() as *mut std::ffi::c_void,
+                bytes.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if status == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.bytes().len()
+    }
+}
+
+/// Vectors [`owned_buffer`] hands over.
+pub(crate) trait IntoNumbers {
+    fn into_numbers(self) -> Numbers;
+}
+impl IntoNumbers for Vec<u8> {
+    fn into_numbers(self) -> Numbers {
+        Numbers::U8(self)
+    }
+}
+impl IntoNumbers for Vec<u16> {
+    fn into_numbers(self) -> Numbers {
+        Numbers::U16(self)
+    }
+}
+impl IntoNumbers for Vec<u32> {
+    fn into_numbers(self) -> Numbers {
+        Numbers::U32(self)
+    }
+}
+impl IntoNumbers for Vec<i64> {
+    fn into_numbers(self) -> Numbers {
+        Numbers::I64(self)
+    }
+}
+
+/// `values` as an [`OwnedBuffer`] (native byte order), moved, not copied.
+pub(crate) fn owned_buffer(
+    py: Python<'_>,
+    values: impl IntoNumbers,
+) -> PyResult<Bound<'_, OwnedBuffer>> {
+    Bound::new(
+        py,
+        OwnedBuffer {
+            numbers: values.into_numbers(),
+        },
+    )
+}
 
 /// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
 fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {

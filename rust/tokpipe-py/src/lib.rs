@@ -14,6 +14,7 @@ mod quality;
 mod readers;
 mod text_stats;
 mod tokenizer;
+mod tokens;
 mod trainers;
 
 use pyo3::prelude::*;
@@ -31,5 +32,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     lm::register(m)?;
     pii::register(m)?;
     readers::register(m)?;
+    tokens::register(m)?;
     Ok(())
 }

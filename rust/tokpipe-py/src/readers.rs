@@ -2,16 +2,15 @@
 //! path of `tokpipe.pipeline.readers.jsonl`: a block of lines in (any buffer, read in place),
 //! Arrow string buffers out; the GIL is released while parsing.
 
-use crate::kernels::{bytes_of, py_bytes_of};
+use crate::kernels::{bytes_of, owned_buffer, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use tokpipe_core::jsonl::{parse_block, BlockSpec, BlockStop};
 
 type Parsed<'py> = (
-    (Bound<'py, PyBytes>, Bound<'py, PyBytes>),
-    (Bound<'py, PyBytes>, Bound<'py, PyBytes>),
+    (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
+    (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
     Option<Vec<Option<String>>>,
     usize,
     u64,
@@ -64,12 +63,12 @@ pub fn parse_jsonl_block<'py>(
     };
     Ok((
         (
-            py_bytes_of(py, &parsed.ids.offsets),
-            py_bytes_of(py, &parsed.ids.data),
+            owned_buffer(py, parsed.ids.offsets)?,
+            owned_buffer(py, parsed.ids.data)?,
         ),
         (
-            py_bytes_of(py, &parsed.texts.offsets),
-            py_bytes_of(py, &parsed.texts.data),
+            owned_buffer(py, parsed.texts.offsets)?,
+            owned_buffer(py, parsed.texts.data)?,
         ),
         keep_rest.then_some(parsed.rest),
         parsed.consumed,

@@ -2,7 +2,7 @@
 
 use crate::errors::{to_py, IntoPyResult};
 use crate::ids::{self, IdObjects};
-use crate::kernels::{py_bytes_of, StrBuffers};
+use crate::kernels::{owned_buffer, OwnedBuffer, StrBuffers};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -233,7 +233,7 @@ impl PyTokenizer {
 
     /// Every row of an Arrow string column (its offsets and data buffers, see
     /// `kernels::StrBuffers`) encoded in parallel with the GIL released: `(ids, offsets)` as
-    /// bytes, the ids flat (`u16` when `narrow`, else `u32`, native order) and the `int64`
+    /// buffers (`kernels::OwnedBuffer`), the ids flat (`u16` when `narrow`, else `u32`, native order) and the `int64`
     /// row offsets into them (`len + 1`), the buffers of an Arrow `large_list` column.
     /// `append` (the EOS id) follows the ids of each row that has any.
     #[pyo3(signature = (offsets, data, wide, num_threads=None, allowed_special=None, append=None, narrow=false))]
@@ -248,7 +248,7 @@ impl PyTokenizer {
         allowed_special: Option<&Bound<'_, PyAny>>,
         append: Option<u32>,
         narrow: bool,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    ) -> PyResult<(Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>)> {
         let allowed = parse_allowed_special(allowed_special)?;
         let column = StrBuffers::get(offsets, data, wide)?;
         let encoded = py.detach(|| -> PyResult<_> {
@@ -272,12 +272,12 @@ impl PyTokenizer {
             Ok((Ids::Wide(out.ids), out.offsets))
         })?;
         let (ids, offsets) = encoded;
-        // One copy each into Python bytes (Arrow wraps them without another).
-        let ids = match &ids {
-            Ids::Narrow(ids) => py_bytes_of(py, ids),
-            Ids::Wide(ids) => py_bytes_of(py, ids),
+        // Handed over as they are (Arrow wraps the buffers without a copy).
+        let ids = match ids {
+            Ids::Narrow(ids) => owned_buffer(py, ids)?,
+            Ids::Wide(ids) => owned_buffer(py, ids)?,
         };
-        Ok((ids, py_bytes_of(py, &offsets)))
+        Ok((ids, owned_buffer(py, offsets)?))
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {

@@ -153,10 +153,14 @@ def _with_rejection_columns(rejected: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[str, Any]], dict[str, Any] | None],
-                      previous_global: dict[str, Any] | None, reader: dict[str, Any]) -> dict[str, Any]:
+                      previous_global: dict[str, Any] | None, reader: dict[str, Any],
+                      staging: str = "parquet") -> dict[str, Any]:
     """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
     the segment's document stages, and the keys of the global stage that ends it. Batches
-    stream through to staging shards; nothing holds a whole task in memory."""
+    stream through to staging shards; nothing holds a whole task in memory. ``staging`` is
+    the staging files' format: lz4 Parquet, or (``"arrow"``) uncompressed Arrow IPC for a
+    consumer that memory-maps them (``tokpipe tokenize``); either way the task's marker,
+    written last, commits them."""
     state_dir = Path(state)
     stage_specs, global_spec = segment
     stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
@@ -168,8 +172,8 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
     stats: dict[str, dict[str, Any]] = {}
     errors: list[ReadError] = []
     out = state_dir / f"seg{k}"
-    kept_writer = ParquetShardWriter(out / "kept", task.index, _STAGING_SHARD, compression=_STAGING_CODEC)
-    rejected_writer = ParquetShardWriter(out / "rejected", task.index, _STAGING_SHARD, compression=_STAGING_CODEC)
+    kept_writer = _staging_writer(out / "kept", task.index, staging)
+    rejected_writer = _staging_writer(out / "rejected", task.index, staging)
     counts = {"kept": 0, "rejected": 0}
     kept_files: list[str] = []
     rejected_files: list[str] = []
@@ -243,6 +247,14 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
                "kept_files": kept_files, "rejected_files": rejected_files}
     _write_json(out / f"{task.index:06d}.json", summary)
     return summary
+
+
+def _staging_writer(directory: Path, task: int, staging: str) -> ParquetShardWriter:
+    # No sha256 and no fsync: nothing checks staging files against a digest, and the task's
+    # marker commits them (a killed run redoes the tasks without one).
+    if staging == "arrow":
+        return ParquetShardWriter(directory, task, _STAGING_SHARD, file_format="arrow", checksum=False)
+    return ParquetShardWriter(directory, task, _STAGING_SHARD, compression=_STAGING_CODEC, checksum=False)
 
 
 def _summary(state_dir: Path, k: int, task: int) -> dict[str, Any]:

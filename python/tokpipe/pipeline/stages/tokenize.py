@@ -21,12 +21,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.base import Stage, StageResult, register, split_rejected
 from tokpipe.pipeline.documents import TEXT, set_column
+from tokpipe.pipeline.kernels import arrow_of, list_buffers
 from tokpipe.tokenizer import Tokenizer
 
 __all__ = ["Tokenize", "load_tokenizer", "find_eos", "ids_dtype", "file_sha256", "INPUT_IDS", "LENGTH",
@@ -151,12 +152,13 @@ class Tokenize(Stage):
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         ids = self._tokenizer.encode_arrow(batch.column(TEXT), num_threads=self.threads, append_id=self._eos,
                                            dtype=self.dtype)
-        lengths = pc.list_value_length(ids).cast(pa.int32())
-        out = set_column(set_column(batch, INPUT_IDS, ids), LENGTH, lengths)
+        offsets, _ = list_buffers(ids)
+        lengths = np.diff(offsets).astype(np.int32)
+        out = set_column(set_column(batch, INPUT_IDS, ids), LENGTH, arrow_of(lengths))
         if not self.keep_text:
             out = out.drop_columns([TEXT])
-        self.stats.extra["tokens"] += int(pc.sum(lengths).as_py() or 0)
-        keep = lengths.to_numpy(zero_copy_only=False) > 0
+        self.stats.extra["tokens"] += int(offsets[-1] - offsets[0])
+        keep = lengths > 0
         if keep.all():
             return StageResult(out)
         return split_rejected(out, keep, "empty", self.name)

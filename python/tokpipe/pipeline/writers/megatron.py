@@ -64,9 +64,16 @@ class MegatronWriter:
         """Appends documents: ``ids`` all their tokens back to back, ``lengths`` per document."""
         if len(ids) != int(np.sum(lengths, dtype=np.int64)):
             raise ValueError("the lengths do not add up to the ids")
-        if len(ids) and self.dtype == np.uint16 and int(ids.max()) > 0xFFFF:
+        ids = np.asarray(ids)
+        if len(ids) and self.dtype == np.uint16 and ids.dtype.itemsize > 2 and int(ids.max()) > 0xFFFF:
             raise ValueError("a token id does not fit the .bin's uint16")
-        self._bin.write(np.ascontiguousarray(ids, dtype=self.dtype.newbyteorder("<")).tobytes())
+        little = self.dtype.newbyteorder("<")
+        if ids.dtype.kind in "ui" and ids.dtype.itemsize == little.itemsize and ids.dtype.byteorder in "<=|" \
+                and np.little_endian:
+            # Same width (uint32 ids into int32: token ids are far below 2**31): the bytes as
+            # they are, written straight from the array.
+            ids = ids.view(little)
+        self._bin.write(memoryview(np.ascontiguousarray(ids, dtype=little)))
         self._lengths.append(np.asarray(lengths, dtype=np.int32))
         self.tokens += len(ids)
 

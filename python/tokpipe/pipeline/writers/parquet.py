@@ -27,9 +27,9 @@ __all__ = ["ShardInfo", "ParquetShardWriter", "shard_name"]
 StrPath = Union[str, "os.PathLike[str]"]
 
 
-def shard_name(worker: int, shard: int) -> str:
+def shard_name(worker: int, shard: int, suffix: str = ".parquet") -> str:
     """The file name of shard ``shard`` of worker ``worker``."""
-    return f"part-{worker:05d}-{shard:05d}.parquet"
+    return f"part-{worker:05d}-{shard:05d}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class ShardInfo:
     rows: int
     #: File size on disk.
     bytes: int
-    #: Hex SHA-256 digest of the file.
+    #: Hex SHA-256 digest of the file ("" for a writer made with ``checksum=False``).
     sha256: str
 
 
@@ -64,6 +64,12 @@ class ParquetShardWriter:
     Used as a context manager, the writer is closed on normal exit; on an exception the shard
     being written is deleted (shards already completed stay: they are whole) and the exception
     propagates.
+
+    ``file_format="arrow"`` writes uncompressed Arrow IPC files (``part-....arrow``) instead:
+    the pipeline's staging, written once and read back through a memory map at no decoding
+    cost. ``checksum=False`` publishes a shard by rename alone, without its sha256 or an
+    fsync: for staging files, which a later marker file commits and nothing verifies.
+    ``use_dictionary`` is Parquet's (a bool or the columns to dictionary-encode).
     """
 
     def __init__(
@@ -73,6 +79,9 @@ class ParquetShardWriter:
         shard_size: int = 256 << 20,
         first_shard: int = 0,
         compression: str = "zstd",
+        file_format: str = "parquet",
+        checksum: bool = True,
+        use_dictionary: Union[bool, list[str]] = True,
     ) -> None:
         if worker < 0:
             raise InvalidArgumentError(f"worker must be >= 0, got {worker}")
@@ -80,15 +89,20 @@ class ParquetShardWriter:
             raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
         if first_shard < 0:
             raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
+        if file_format not in ("parquet", "arrow"):
+            raise InvalidArgumentError(f"file_format must be parquet or arrow, got {file_format!r}")
         self._directory = Path(directory)
         self._directory.mkdir(parents=True, exist_ok=True)
         self._worker = worker
         self._shard_size = shard_size
         self._compression = compression
+        self._format = file_format
+        self._checksum = checksum
+        self._use_dictionary = use_dictionary
         self._next_shard = first_shard
         self._closed = False
         # The open shard, if any: its Parquet writer, paths, schema, rows and Arrow size so far.
-        self._writer: Optional[pq.ParquetWriter] = None
+        self._writer: Optional[Union[pq.ParquetWriter, pa.ipc.RecordBatchFileWriter]] = None
         self._final: Optional[Path] = None
         self._tmp: Optional[Path] = None
         self._schema: Optional[pa.Schema] = None
@@ -170,11 +184,15 @@ class ParquetShardWriter:
             self.abort()
 
     def _open(self, schema: pa.Schema) -> None:
-        final = self._directory / shard_name(self._worker, self._next_shard)
+        final = self._directory / shard_name(self._worker, self._next_shard, f".{self._format}")
         tmp = temp_name(final)
         # State changes only once the file exists, so a failed open leaves the writer as it was.
         try:
-            self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression)
+            if self._format == "arrow":
+                self._writer = pa.ipc.new_file(str(tmp), schema)
+            else:
+                self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression,
+                                                use_dictionary=self._use_dictionary)
         except BaseException:
             # pyarrow creates the file before it checks its options (an unknown codec).
             tmp.unlink(missing_ok=True)
@@ -189,7 +207,11 @@ class ParquetShardWriter:
         try:
             writer.close()
             # An existing file of the same name (a rerun over the same folder) is replaced.
-            size, sha256 = publish(tmp, final)
+            if self._checksum:
+                size, sha256 = publish(tmp, final)
+            else:
+                size, sha256 = tmp.stat().st_size, ""
+                os.replace(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
