@@ -3,27 +3,30 @@
 
 What is measured
 ----------------
-A slice of the benchmark corpus (the first --mb MB of docs.jsonl, whole lines) is written to
-a scratch folder. Then, with the same tokenizer (cl100k by default):
+Inputs: the first --mb MB of docs.jsonl (whole lines), and the whole file (``--full``).
+For each, with the same tokenizer (cl100k by default):
 
-  encode_batch   ``Tokenizer.encode_batch(texts)`` over all the slice's texts, held in
-                 memory (JSON parsing not timed): ids as Python lists.
+  encode_batch   ``Tokenizer.encode_batch(texts)`` over all the input's texts, held in
+                 memory (JSON parsing not timed): ids as Python lists. The issue's yardstick.
   encode_arrow   ``Tokenizer.encode_arrow(column)`` over the same texts as one Arrow
                  column: flat ids, no Python object per document.
-  tokenize       ``tokpipe tokenize SLICE -o OUT --format both --pack --seq-len 2048
-                 --workers 2``, a subprocess, timed wall clock from start to exit: reading
-                 the JSONL, encoding, staging, the shuffle, packed Parquet, Megatron
-                 .bin/.idx and the manifest. Its peak memory is the largest sum of the RSS
-                 of the process tree, sampled every 50 ms from /proc.
+  tokenize       ``tokpipe tokenize INPUT -o OUT --format both --pack --seq-len 2048`` with
+                 the command's defaults otherwise (workers, threads, shuffle buffer), as a
+                 subprocess timed from start to exit: Python start, reading the JSONL,
+                 encoding, staging, the shuffle, packed Parquet, Megatron .bin/.idx and the
+                 manifest. Once shuffled (the default) and once with ``--no-shuffle``.
+                 Peak memory is the largest sum of the RSS of the process tree, sampled
+                 every 50 ms from /proc.
 
-MB/s counts the UTF-8 bytes of the texts. "vs encode_batch" is tokenize's MB/s over
-encode_batch's (the issue's target is >= 0.8). MB/CPU-s divides by the CPU time (user +
-system, all threads and processes) instead: on a machine shared with other jobs the wall
-figures swing with their load, the CPU figures much less. The end-to-end run is repeated at 2x the
-input (--scale) to show its peak memory stays bounded (the shuffle holds at most
---shuffle-buffer of ids; the rest spills to sorted buckets on disk).
+MB/s counts the UTF-8 bytes of the texts. "vs encode_batch" is a run's MB/s over
+encode_batch's on the same input (the issue's target for tokenize is >= 0.8). MB/CPU-s divides
+by the CPU time (user + system, all threads and processes) instead: on a machine shared with
+other jobs the wall figures swing with their load, the CPU figures much less.
 
-    python3 benches/python/bench_tokenize.py --mb 64 --scale 2
+``--memory 1,2,4``: the default command over 1, 2 and 4 hard links of docs.jsonl (each read
+as its own file), to show its peak memory stays bounded as the input grows.
+
+    python3 benches/python/bench_tokenize.py --mb 64 --full --memory 1,2,4
 """
 from __future__ import annotations
 
@@ -47,19 +50,21 @@ from _corpus import DEFAULT_CORPUS, log, print_machine_facts  # noqa: E402
 VOCAB = Path("/work/shared/corpora/vocab")
 
 
-def write_slice(src: Path, dst: Path, mb: float) -> tuple[int, int]:
-    """The first ``mb`` MB of ``src`` (whole lines) to ``dst``; (documents, text bytes)."""
+def write_slice(src: Path, dst: Path, mb: float) -> None:
+    """The first ``mb`` MB of ``src`` (whole lines) to ``dst``."""
     limit = int(mb * 1e6)
-    size = docs = text_bytes = 0
+    size = 0
     with open(src, "rb") as f, open(dst, "wb") as out:
         for line in f:
-            if size + len(line) > limit and docs:
+            if size + len(line) > limit and size:
                 break
             out.write(line)
             size += len(line)
-            docs += 1
-            text_bytes += len(json.loads(line)["text"].encode("utf-8"))
-    return docs, text_bytes
+
+
+def texts_of(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
 
 
 def tree_rss(root: int) -> int:
@@ -122,75 +127,111 @@ def run_tokenize(args: list[str]) -> tuple[float, float, int]:
     return seconds, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu, peak
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    p.add_argument("--mb", type=float, default=64.0, help="JSONL MB in the 1x slice")
-    p.add_argument("--scale", type=float, default=2.0, help="also run end to end on this multiple of the slice")
-    p.add_argument("--vocab", default="cl100k_base.tiktoken.gz")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=None, help="tokenize's --threads per worker")
-    p.add_argument("--shuffle-buffer", default="64MB")
-    p.add_argument("--runs", type=int, default=2, help="best of this many raw-encode runs")
-    p.add_argument("--scratch", type=Path, default=None)
-    args = p.parse_args()
-
+def raw_encoding(path: Path, tokenizer_path: str, runs: int) -> tuple[float, list[tuple[str, float, float]]]:
+    """(MB of text, [(name, best wall seconds, CPU seconds of that run)]) for encode_batch and
+    encode_arrow over the texts of ``path``."""
     import pyarrow as pa
 
     from tokpipe.pipeline.stages.tokenize import load_tokenizer
 
+    texts = texts_of(path)
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    tok = load_tokenizer(tokenizer_path)
+    tok.encode("warm up")
+    column = pa.array(texts, type=pa.large_string())
+    best = {"encode_batch": (float("inf"), 0.0), "encode_arrow": (float("inf"), 0.0)}
+    for _ in range(runs):
+        for name, fn in (("encode_batch", lambda: tok.encode_batch(texts)), ("encode_arrow", lambda: tok.encode_arrow(column))):
+            c, t = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
+            out = fn()
+            wall, cpu = time.perf_counter() - t, cpu_seconds(resource.RUSAGE_SELF) - c
+            del out
+            if wall < best[name][0]:
+                best[name] = (wall, cpu)
+    return mb, [(name, wall, cpu) for name, (wall, cpu) in best.items()]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    p.add_argument("--mb", type=float, default=64.0, help="JSONL MB of the slice (0: no slice)")
+    p.add_argument("--full", action="store_true", help="also the whole docs.jsonl")
+    p.add_argument("--memory", default="", help="peak memory over these numbers of copies of docs.jsonl, e.g. 1,2,4")
+    p.add_argument("--vocab", default="cl100k_base.tiktoken.gz")
+    p.add_argument("--workers", type=int, default=None, help="tokenize's --workers [its default]")
+    p.add_argument("--threads", type=int, default=None, help="tokenize's --threads [its default]")
+    p.add_argument("--shuffle-buffer", default=None, help="tokenize's --shuffle-buffer [its default]")
+    p.add_argument("--runs", type=int, default=2, help="best of this many raw-encode runs")
+    p.add_argument("--scratch", type=Path, default=None)
+    args = p.parse_args()
+
     print_machine_facts()
     scratch = Path(tempfile.mkdtemp(prefix="bench-tokenize-", dir=args.scratch))
     tokenizer_path = str(VOCAB / args.vocab)
+    docs = args.corpus / "docs.jsonl"
+
+    def command(inputs: list[Path], out: Path, *extra: str) -> list[str]:
+        cmd = [*map(str, inputs), "-t", tokenizer_path, "-o", str(out), "--format", "both", "--pack",
+               "--seq-len", "2048", "-q", *extra]
+        for flag, value in (("--workers", args.workers), ("--threads", args.threads),
+                            ("--shuffle-buffer", args.shuffle_buffer)):
+            if value:
+                cmd += [flag, str(value)]
+        return cmd
+
+    # (run, input, MB of text, wall s, CPU s, peak RSS or None, encode_batch's wall s and CPU s)
+    rows: list[tuple[str, str, float, float, float, int | None, float, float]] = []
+    loads = [os.getloadavg()[0]]
     try:
-        rows = []
-        for scale in (1.0, args.scale) if args.scale and args.scale != 1.0 else (1.0,):
-            folder = scratch / f"in{scale:g}"
+        inputs: list[tuple[str, Path]] = []
+        if args.mb:
+            sliced = scratch / "slice.jsonl"
+            write_slice(docs, sliced, args.mb)
+            inputs.append((f"{args.mb:g} MB", sliced))
+        if args.full:
+            inputs.append(("all", docs))
+        for label, path in inputs:
+            mb, raw = raw_encoding(path, tokenizer_path, args.runs)
+            log(f"{label}: {mb:,.1f} MB of text")
+            base = raw[0][1], raw[0][2]
+            rows += [(name, label, mb, wall, cpu, None, *base) for name, wall, cpu in raw]
+            for name, extra in (("tokenize (shuffled)", ()), ("tokenize --no-shuffle", ("--no-shuffle",))):
+                out = scratch / "out"
+                seconds, cpu, peak = run_tokenize(command([path], out, *extra))
+                tokens = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["totals"]["tokens"]
+                log(f"  {name}: {tokens:,} tokens, {seconds:.1f}s, {cpu:.1f} CPU-s, peak RSS {peak / 2**20:,.0f} MiB")
+                rows.append((name, label, mb, seconds, cpu, peak, *base))
+                shutil.rmtree(out)
+            loads.append(os.getloadavg()[0])
+        memory = []
+        for copies in [int(c) for c in args.memory.split(",") if c]:
+            folder = scratch / f"copies{copies}"
             folder.mkdir()
-            docs, text_bytes = write_slice(args.corpus / "docs.jsonl", folder / "docs.jsonl", args.mb * scale)
-            mb = text_bytes / 1e6
-            log(f"{scale:g}x: {docs:,} documents, {mb:,.1f} MB of text")
-            if scale == 1.0:
-                with open(folder / "docs.jsonl", encoding="utf-8") as f:
-                    texts = [json.loads(line)["text"] for line in f]
-                tok = load_tokenizer(tokenizer_path)
-                tok.encode("warm up")
-                best_batch = best_arrow = float("inf")
-                cpu_batch = cpu_arrow = 0.0
-                column = pa.array(texts, type=pa.large_string())
-                for _ in range(args.runs):
-                    c, t = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
-                    tok.encode_batch(texts)
-                    if time.perf_counter() - t < best_batch:
-                        best_batch, cpu_batch = time.perf_counter() - t, cpu_seconds(resource.RUSAGE_SELF) - c
-                    c, t = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
-                    tok.encode_arrow(column)
-                    if time.perf_counter() - t < best_arrow:
-                        best_arrow, cpu_arrow = time.perf_counter() - t, cpu_seconds(resource.RUSAGE_SELF) - c
-                del texts, column
-                rows.append(("encode_batch", "1x", mb, best_batch, cpu_batch, None))
-                rows.append(("encode_arrow", "1x", mb, best_arrow, cpu_arrow, None))
-            out = scratch / f"out{scale:g}"
-            cmd = [str(folder), "-t", tokenizer_path, "-o", str(out), "--format", "both", "--pack",
-                   "--seq-len", "2048", "--workers", str(args.workers), "--shuffle-buffer", args.shuffle_buffer,
-                   "-q"]
-            if args.threads:
-                cmd += ["--threads", str(args.threads)]
-            seconds, cpu, peak = run_tokenize(cmd)
-            manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-            log(f"  tokenize: {manifest['totals']['tokens']:,} tokens, {seconds:.1f}s, peak RSS {peak / 2**20:,.0f} MiB")
-            rows.append(("tokenize (both, pack 2048)", f"{scale:g}x", mb, seconds, cpu, peak))
+            for n in range(copies):
+                os.link(docs, folder / f"copy{n}.jsonl")
+            out = scratch / "out"
+            seconds, cpu, peak = run_tokenize(command([folder], out))
+            tokens = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["totals"]["tokens"]
+            log(f"  {copies} copies: {tokens:,} tokens, {seconds:.1f}s, {cpu:.1f} CPU-s, peak RSS {peak / 2**20:,.0f} MiB")
+            memory.append((copies, tokens, seconds, cpu, peak))
             shutil.rmtree(out)
-        base, base_cpu = rows[0][2] / rows[0][3], rows[0][2] / rows[0][4]
-        print(f"\nload average during the runs (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print("\n| run | input | MB/s | seconds | vs encode_batch | MB/CPU-s | vs encode_batch (CPU) | peak RSS |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
-        for name, scale, mb, seconds, cpu, peak in rows:
-            rss = f"{peak / 2**20:,.0f} MiB" if peak else ""
-            print(f"| {name} | {scale} | {mb / seconds:.2f} | {seconds:.1f} | {mb / seconds / base:.2f} | "
-                  f"{mb / cpu:.2f} | {mb / cpu / base_cpu:.2f} | {rss} |")
+            shutil.rmtree(folder)
+            loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"load average (1 min) before, between and after the runs: {' '.join(f'{x:.1f}' for x in loads)}")
+    print("\n| run | input | MB/s | seconds | vs encode_batch | MB/CPU-s | CPU-s | vs encode_batch (CPU) | peak RSS |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, label, mb, wall, cpu, peak, base_wall, base_cpu in rows:
+        rss = f"{peak / 2**20:,.0f} MiB" if peak else ""
+        print(f"| {name} | {label} | {mb / wall:.2f} | {wall:.1f} | {base_wall / wall:.2f} | {mb / cpu:.2f} | "
+              f"{cpu:.2f} | {base_cpu / cpu:.2f} | {rss} |")
+    if memory:
+        print("\n| copies of docs.jsonl | tokens | seconds | CPU-s | peak RSS |")
+        print("|---:|---:|---:|---:|---:|")
+        for copies, tokens, seconds, cpu, peak in memory:
+            print(f"| {copies} | {tokens:,} | {seconds:.1f} | {cpu:.1f} | {peak / 2**20:,.0f} MiB |")
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import multiprocessing
 import os
 import shutil
+import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -62,6 +64,7 @@ from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
                                             _run_segment_task, _summary, _task_bytes, _write_json)
+from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
 from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
@@ -391,17 +394,17 @@ class _Split:
 class _TokenizeExecutor(LocalExecutor):
     """The local executor's tasks and staging, without its pack step: phase 1 only."""
 
-    def tokenize(self) -> tuple[list[Any], int]:
-        import concurrent.futures as cf
-        import multiprocessing
-
+    def plan(self) -> tuple[list[Task], list[Task]]:
+        """Every task of the run (planned at its first start) and those not done yet."""
         tasks = self._prepare()
+        return tasks, [t for t in tasks if not (self.state / "seg0" / f"{t.index:06d}.json").exists()]
+
+    def tokenize(self, todo: list[Task]) -> None:
         reader = asdict(self.options.reader)
         reader["strict"] = self.options.strict
         workers = max(1, self.options.workers)
         stage_specs, _ = self.segments[0]
         specs = [{"type": s.type, "params": s.params} for s in stage_specs]
-        todo = [t for t in tasks if not (self.state / "seg0" / f"{t.index:06d}.json").exists()]
         pool: cf.Executor | None = None
         if workers > 1 and len(todo) > 1:
             pool = cf.ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
@@ -412,7 +415,58 @@ class _TokenizeExecutor(LocalExecutor):
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-        return tasks, len(todo)
+
+
+class _Streamer:
+    """Phase 2 without a shuffle, run beside phase 1: a thread writes each task's staged
+    documents as soon as that task and every one before it are done (their markers exist),
+    so the final files are written while later tasks are still being encoded. The output is
+    the same as writing them all afterwards: the same documents in the same order."""
+
+    def __init__(self, tasks: list[Task], state: Path, options: TokenizeOptions, splits: dict[str, _Split],
+                 itemsize: int) -> None:
+        self._tasks, self._state, self._options, self._splits = tasks, state, options, splits
+        self._itemsize = itemsize
+        self._wake = threading.Condition()
+        self._stopped = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="tokpipe-stream", daemon=True)
+        self._thread.start()
+
+    def notify(self) -> None:
+        """A task finished: the thread looks again at the one it waits for."""
+        with self._wake:
+            self._wake.notify_all()
+
+    def _done(self, task: Task) -> bool:
+        return (self._state / "seg0" / f"{task.index:06d}.json").exists()
+
+    def _run(self) -> None:
+        try:
+            position = 0
+            for task in self._tasks:
+                with self._wake:
+                    # The timeout only guards against a missed wake-up; the marker decides.
+                    while not self._stopped and not self._done(task):
+                        self._wake.wait(timeout=0.5)
+                    if self._stopped:
+                        return
+                files = [self._state / "seg0" / "kept" / name for name in _summary(self._state, 0, task.index)["kept_files"]]
+                position = _write_in_order(_staged([files]), position, self._options, self._splits, self._itemsize)
+        except BaseException as error:  # noqa: BLE001 - raised in the caller's thread by finish()
+            self._error = error
+
+    def finish(self) -> None:
+        """Waits for the last task's documents to be handed over; raises what went wrong."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopped = True
+            self._wake.notify_all()
+        self._thread.join()
 
 
 def _expand_inputs(inputs: list[str]) -> list[str]:
@@ -448,55 +502,71 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
                                                     "append_eos": options.append_eos, "eos_token": options.eos_token,
                                                     "keep_text": False, "threads": None})])
     executor = _TokenizeExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
+    tasks, todo = executor.plan()
+    state = executor.state
+    dtype = ids_dtype(tokenizer.vocab_size)
+    itemsize = np.dtype(dtype).itemsize
+    params = {**options.global_params(), "shard_size": run.shard_size,
+              "tokenizer_sha256": file_sha256(options.tokenizer)}
+    manifest_path = out / "manifest.json"
+    previous: dict[str, Any] | None = None
+    if manifest_path.exists() and not todo:
+        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if previous.get("params") != params:
+            previous = None
+    splits: dict[str, _Split] = {}
+    streamer: _Streamer | None = None
+    scratch = state / "shuffle"
+    if previous is None:
+        manifest_path.unlink(missing_ok=True)
+        for name in SPLITS:
+            shutil.rmtree(out / name, ignore_errors=True)
+        splits = {name: _Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size)
+                  for name in SPLITS}
+        if not options.shuffle:
+            streamer = _Streamer(tasks, state, options, splits, itemsize)
+            executor.progress = lambda update: (progress(update), streamer.notify())  # type: ignore[union-attr]
     saved = os.environ.get("RAYON_NUM_THREADS")
     if options.threads:
         os.environ["RAYON_NUM_THREADS"] = str(options.threads)
     try:
-        tasks, tasks_run = executor.tokenize()
-    finally:
-        if options.threads:
-            if saved is None:
-                os.environ.pop("RAYON_NUM_THREADS", None)
-            else:
-                os.environ["RAYON_NUM_THREADS"] = saved
-    state = executor.state
+        try:
+            executor.tokenize(todo)
+        finally:
+            if options.threads:
+                if saved is None:
+                    os.environ.pop("RAYON_NUM_THREADS", None)
+                else:
+                    os.environ["RAYON_NUM_THREADS"] = saved
 
-    stats: dict[str, StageStats] = {}
-    summaries = [_summary(state, 0, t.index) for t in tasks]
-    for summary in summaries:
-        for name, data in summary["stats"].items():
-            stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
-    stats.setdefault(READ_STATS, StageStats(READ_STATS))
-    errors = 0
-    with open(out / ".errors.jsonl.tmp", "w", encoding="utf-8") as f:
-        for t in tasks:
-            lines = (state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
-            f.write(lines)
-            errors += lines.count("\n")
-    os.replace(out / ".errors.jsonl.tmp", out / "errors.jsonl")
+        stats: dict[str, StageStats] = {}
+        summaries = [_summary(state, 0, t.index) for t in tasks]
+        for summary in summaries:
+            for name, data in summary["stats"].items():
+                stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
+        stats.setdefault(READ_STATS, StageStats(READ_STATS))
+        errors = 0
+        with open(out / ".errors.jsonl.tmp", "w", encoding="utf-8") as f:
+            for t in tasks:
+                lines = (state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
+                f.write(lines)
+                errors += lines.count("\n")
+        os.replace(out / ".errors.jsonl.tmp", out / "errors.jsonl")
+        if previous is not None:
+            return TokenizeResult(out, previous, stats, 0)
 
-    params = {**options.global_params(), "shard_size": run.shard_size,
-              "tokenizer_sha256": file_sha256(options.tokenizer)}
-    manifest_path = out / "manifest.json"
-    if manifest_path.exists() and tasks_run == 0:
-        previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if previous.get("params") == params:
-            return TokenizeResult(out, previous, stats, tasks_run)
-    manifest_path.unlink(missing_ok=True)
-
-    dtype = ids_dtype(tokenizer.vocab_size)
-    files = [[state / "seg0" / "kept" / name for name in s["kept_files"]] for s in summaries]
-    documents = sum(int(s["kept"]) for s in summaries)
-    tokens = int(stats["tokenize"].extra.get("tokens", 0)) if "tokenize" in stats else 0
-    for name in SPLITS:
-        shutil.rmtree(out / name, ignore_errors=True)
-    splits = {name: _Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size) for name in SPLITS}
-    scratch = state / "shuffle"
-    shutil.rmtree(scratch, ignore_errors=True)
-    try:
-        _write_splits(files, documents, tokens, np.dtype(dtype).itemsize, options, splits, scratch, progress)
+        if streamer is not None:
+            streamer.finish()
+        else:
+            files = [[state / "seg0" / "kept" / name for name in s["kept_files"]] for s in summaries]
+            documents = sum(int(s["kept"]) for s in summaries)
+            tokens = int(stats["tokenize"].extra.get("tokens", 0)) if "tokenize" in stats else 0
+            shutil.rmtree(scratch, ignore_errors=True)
+            _write_shuffled(files, documents, tokens, itemsize, options, splits, scratch, progress)
         summaries_out = {name: split.close() for name, split in splits.items()}
     except BaseException:
+        if streamer is not None:
+            streamer.stop()
         for split in splits.values():
             split.abort()
         raise
@@ -518,7 +588,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
         "inputs": executor.inputs, "errors": errors, "params": params,
     }
     _write_json(manifest_path, manifest)
-    return TokenizeResult(out, manifest, ordered, tasks_run)
+    return TokenizeResult(out, manifest, ordered, len(todo))
 
 
 def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
@@ -532,26 +602,28 @@ def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
                 yield batch.select([ID, INPUT_IDS])
 
 
-def _write_splits(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
-                  splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
+def _write_in_order(batches: Iterator[pa.RecordBatch], position: int, options: TokenizeOptions,
+                    splits: dict[str, _Split], itemsize: int) -> int:
+    """Staged documents to the splits in input order, the first at ``position`` (input
+    order numbers documents for the split rule); returns the position after the last."""
+    for batch in batches:
+        keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
+        position += batch.num_rows
+        val = val_mask(keys, options.val_fraction)
+        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
+        for name, mask in (("train", ~val), ("val", val)):
+            if mask.all():
+                splits[name].add(source.doc_ids, source.lists)
+            elif mask.any():
+                splits[name].add(*_Gather([source.subset(np.flatnonzero(mask))], itemsize)())
+    return position
+
+
+def _write_shuffled(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
+                    splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
     update = ProgressUpdate("writing", 0, max(documents, 1), "units")
     progress(update)
     position = 0
-    if not options.shuffle:
-        for batch in _staged(files):
-            keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
-            position += batch.num_rows
-            val = val_mask(keys, options.val_fraction)
-            source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
-            for name, mask in (("train", ~val), ("val", val)):
-                if mask.all():
-                    splits[name].add(source.doc_ids, source.lists)
-                elif mask.any():
-                    splits[name].add(*_Gather([source.subset(np.flatnonzero(mask))], itemsize)())
-            update.done = position
-            progress(update)
-        return
-
     # Shuffle: documents scattered by key range into buckets that each fit the shuffle
     # buffer, then each bucket in key order. With one bucket nothing is copied before the
     # final gather: the bucket is the staged batches themselves (memory-mapped).

@@ -27,11 +27,13 @@ import concurrent.futures as cf
 import json
 import multiprocessing
 import os
+import queue
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +58,7 @@ _STAGING_SHARD = 1 << 30
 # Staging files are written once and read once: lz4 costs a fraction of zstd's time there.
 _STAGING_CODEC = "lz4"
 _STATE = ".tokpipe"
+T = TypeVar("T")
 
 
 @dataclass
@@ -186,7 +189,7 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
         if k == 0:
             options = ReaderOptions(**reader)
             read = StageStats(READ_STATS)
-            for batch in read_task(task, options, errors.append):
+            for batch in _prefetched(read_task(task, options, errors.append)):
                 read.input += batch.num_rows
                 read.kept += batch.num_rows
                 yield batch
@@ -255,6 +258,53 @@ def _staging_writer(directory: Path, task: int, staging: str) -> ParquetShardWri
     if staging == "arrow":
         return ParquetShardWriter(directory, task, _STAGING_SHARD, file_format="arrow", checksum=False)
     return ParquetShardWriter(directory, task, _STAGING_SHARD, compression=_STAGING_CODEC, checksum=False)
+
+
+def _prefetched(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items``, produced up to ``depth`` ahead on another thread. A reader's next batch
+    (file reads, decompression, the JSON Lines parser: all of them release the GIL) is then
+    made while the stages work on this one. The items and their order are the same; an
+    exception reaches the consumer where the item would have, and everything the producer
+    did (such as reporting read errors) is done when the last item has been taken."""
+    pipe: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                pipe.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, done))
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
+            put((False, error))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    producer = threading.Thread(target=produce, name="tokpipe-read", daemon=True)
+    producer.start()
+    try:
+        while True:
+            ok, item = pipe.get()
+            if not ok:
+                raise item
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def _summary(state_dir: Path, k: int, task: int) -> dict[str, Any]:
