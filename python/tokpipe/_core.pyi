@@ -208,12 +208,13 @@ class TrainedLm:
     def count_of_counts(self) -> list[tuple[int, int, int, int]]: ...
 # The JSON Lines reader's fast path (tokpipe_core::jsonl): a block of whole lines from `start`
 # to ((id offsets, id data), (text offsets, text data), other fields per document or None,
-# bytes consumed, lines read, saw a non-blank line, "end" | "full" | "slow"); int64 offsets.
+# (bytes consumed, start of the line after a slow one), lines read, saw a non-blank line,
+# "end" | "full" | "slow"); int64 offsets.
 def parse_jsonl_block(
     block: Any, start: int, first_line: int, text_field: str, id_field: str, keep_rest: bool, id_prefix: str,
     max_line_bytes: int, max_text_bytes: int, max_docs: int, text_room: int,
-) -> tuple[tuple[OwnedBuffer, OwnedBuffer], tuple[OwnedBuffer, OwnedBuffer], list[str | None] | None, int, int, bool,
-           str]: ...
+) -> tuple[tuple[OwnedBuffer, OwnedBuffer], tuple[OwnedBuffer, OwnedBuffer], list[str | None] | None,
+           tuple[int, int], int, bool, str]: ...
 # Rows (pieces[i], rows[i]) of list columns given as (int64 offsets, values `width` bytes wide),
 # in that order (tokpipe_core::tokens): (int64 offsets from 0, values).
 def gather_lists(sources: list[tuple[Any, Any]], width: int, pieces: Any, rows: Any) -> tuple[OwnedBuffer, OwnedBuffer]: ...

@@ -309,6 +309,8 @@ pub struct ParsedBlock {
     pub rest: Vec<Option<String>>,
     /// Bytes of the block read (whole lines, line endings included).
     pub consumed: usize,
+    /// Where the line after the one left to the caller starts (with [`BlockStop::Slow`]).
+    pub next_line: usize,
     /// Lines read: the next line's number is `first_line + lines`.
     pub lines: u64,
     /// Whether a non-blank line was read.
@@ -346,6 +348,7 @@ pub fn parse_block(
         texts: StringsBuilder::with_capacity(block.len().min(text_room.saturating_add(1 << 20))),
         rest: Vec::new(),
         consumed: 0,
+        next_line: 0,
         lines: 0,
         saw_record: false,
         stop: BlockStop::End,
@@ -359,6 +362,7 @@ pub fn parse_block(
             }
             None => (&block[at..], block.len()),
         };
+        out.next_line = next;
         if content.len() > spec.max_line_bytes {
             out.stop = BlockStop::Slow;
             return out;
@@ -508,6 +512,7 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
             assert_eq!((out.consumed, out.lines), (17, 1));
+            assert_eq!(out.next_line, 17 + line.len() + 1);
             assert_eq!(strings(&out.texts), ["good"]);
         }
         let long_text = format!("{{\"text\": \"{}\"}}\n", "x".repeat(101));

@@ -12,16 +12,17 @@ type Parsed<'py> = (
     (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
     (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
     Option<Vec<Option<String>>>,
-    usize,
+    (usize, usize),
     u64,
     bool,
     &'static str,
 );
 
 /// Documents of `block[start:]` (see `tokpipe_core::jsonl::parse_block`): `((id offsets,
-/// id data), (text offsets, text data), other fields per document or None, bytes consumed
-/// from `start`, lines read, whether a non-blank line was read, and why it stopped: "end",
-/// "full" or "slow" (the line at `start + consumed` is the caller's)`. Offsets are int64.
+/// id data), (text offsets, text data), other fields per document or None, (bytes consumed
+/// from `start`, where the line after a slow one starts), lines read, whether a non-blank
+/// line was read, and why it stopped: "end", "full" or "slow" (the line at `start +
+/// consumed` is the caller's)`. Offsets are int64.
 #[pyfunction]
 #[pyo3(signature = (block, start, first_line, text_field, id_field, keep_rest, id_prefix,
                     max_line_bytes, max_text_bytes, max_docs, text_room))]
@@ -71,7 +72,7 @@ pub fn parse_jsonl_block<'py>(
             owned_buffer(py, parsed.texts.data)?,
         ),
         keep_rest.then_some(parsed.rest),
-        parsed.consumed,
+        (parsed.consumed, parsed.next_line),
         parsed.lines,
         parsed.saw_record,
         stop,

@@ -55,10 +55,11 @@ def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError
         at, number = 0, first
         while at < len(block):
             max_docs, text_room = builder.room
-            (id_buffers, text_buffers, rest, consumed, lines, saw, stop) = _core.parse_jsonl_block(
+            (id_buffers, text_buffers, rest, (consumed, next_line), lines, saw, stop) = _core.parse_jsonl_block(
                 block, at, number, options.text_field, options.id_field, options.extra_fields, task.path, max_line,
                 options.max_document_bytes, max_docs, text_room)
             saw_record_line = saw_record_line or saw
+            start = at
             at += consumed
             number += lines
             texts = _strings(*text_buffers)
@@ -68,9 +69,8 @@ def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError
                 yield full
             if stop != "slow":
                 continue
-            newline = block.find(b"\n", at)
-            end = len(block) if newline < 0 else newline + 1
-            line = block[at:end]
+            end = start + next_line
+            line = bytes(block[at:end])
             at = end
             saw, full = _read_line(line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line,
                                    number, task, options, max_line, sink, builder)

@@ -176,13 +176,14 @@ def _strip_newline(raw: bytes) -> bytes:
     return raw
 
 
-def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[bytes]]]:
+def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[memoryview]]]:
     """The lines ``task`` owns, a block of whole lines at a time, as ``(number of the block's
     first line, block)``.
 
     A block is about :data:`BLOCK_BYTES` of whole lines with their line endings (the last
     line of the file may lack its ``\\n``); a byte-order mark at the start of line 1 is
-    removed. ``block`` is ``None`` for one line longer than ``max_line_bytes`` (without its
+    removed. It is a read-only view into the reader's buffer, valid until the next block is
+    asked for: a consumer that keeps bytes of it copies them. ``block`` is ``None`` for one line longer than ``max_line_bytes`` (without its
     line ending) that does not fit in a block: it was skipped without being held in memory,
     and the caller reports it. Lines over ``max_line_bytes`` that do fit in a block are in
     it; the caller checks their length. An unreadable file, an empty one and a broken
@@ -211,58 +212,71 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
         else:
             position, number = 0, 1
         end = task.end
-        # `pending` holds the bytes read from file offset `position` on (a line start):
-        # whole lines up to `line_start`, then the start of a line still being read.
-        pending = bytearray()
-        line_start = 0
+        # `buffer[:filled]` holds the bytes read from file offset `position` on (a line start):
+        # whole lines up to `line_start`, then the start of a line still being read. Reads go
+        # straight into it (`readinto1`), and blocks are views of it: no byte is copied on
+        # the way from the file to the consumer.
+        buffer = bytearray(2 * BLOCK_BYTES)
+        filled = line_start = 0
         any_bytes = False
         while end is None or position < end:
+            if filled == len(buffer):
+                # Full and not one whole line in it: a long line, which gets more room.
+                bigger = bytearray(2 * len(buffer))
+                bigger[:filled] = buffer[:filled]
+                buffer = bigger
             try:
-                chunk = stream.read1(_READ_CHUNK)
+                with memoryview(buffer) as free:
+                    got = stream.readinto1(free[filled:])
             except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
                 # The whole lines read before the break are the task's; the break is at the next.
-                consumed, block = _whole_lines(pending[:line_start], position, number, end, final=False)
-                if block:
+                consumed, block = _whole_lines(buffer, line_start, position, number, end)
+                if block is not None:
                     yield number, block
                     number += count_newlines(block)
                 sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
                 return
-            if not chunk:
+            if not got:
                 break
             any_bytes = True
-            last_newline = chunk.rfind(b"\n")
+            last_newline = buffer.rfind(b"\n", filled, filled + got)
             if last_newline >= 0:
-                line_start = len(pending) + last_newline + 1
-            pending += chunk
-            overlong = len(pending) - line_start > max_line_bytes + 1  # too long whatever follows
-            if not overlong and len(pending) < BLOCK_BYTES and (end is None or position + len(pending) < end):
+                line_start = last_newline + 1
+            filled += got
+            overlong = filled - line_start > max_line_bytes + 1  # too long whatever follows
+            if not overlong and filled < BLOCK_BYTES and (end is None or position + filled < end):
                 continue
             if line_start:
-                consumed, block = _whole_lines(pending[:line_start], position, number, end, final=False)
-                if block:
+                consumed, block = _whole_lines(buffer, line_start, position, number, end)
+                if block is not None:
                     yield number, block
                     number += count_newlines(block)
+                    del block
                 position += consumed
-                del pending[:consumed]
+                # The partial line moves to the front (same size: allowed while the consumer
+                # may still hold a view of the block, which it is done with).
+                buffer[: filled - consumed] = buffer[consumed:filled]
+                filled -= consumed
                 line_start -= consumed
                 if line_start:
                     break  # the lines left start at or after `end`: another task's
             if overlong and (end is None or position < end):
                 try:
-                    skipped, rest = _skip_line(stream, len(pending))
+                    skipped, rest = _skip_line(stream, filled)
                 except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
                     sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
                     return
                 yield number, None
                 position += skipped
                 number += 1
-                pending = bytearray(rest)
-                line_start = pending.rfind(b"\n") + 1
-        if pending and (end is None or position < end):
-            consumed, block = _whole_lines(pending, position, number, end, final=True)
-            if block:
+                buffer[: len(rest)] = rest
+                filled = len(rest)
+                line_start = buffer.rfind(b"\n", 0, filled) + 1
+        if filled and (end is None or position < end):
+            consumed, block = _whole_lines(buffer, filled, position, number, end)
+            if block is not None:
                 yield number, block
-                number += count_newlines(block) + (not block.endswith(b"\n"))
+                number += count_newlines(block) + (block[-1:] != b"\n")
             position += consumed
         if compression is None and end is not None and position >= end:
             # The next range of this file starts here (when ranges are aligned): remember how
@@ -272,30 +286,26 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
             sink.report("", "empty_file", "the decompressed stream has no bytes")
 
 
-def count_newlines(data: bytes) -> int:
+def count_newlines(data: bytes | memoryview) -> int:
     """The ``\\n`` bytes in ``data``, counted with numpy (``bytes.count`` goes a byte at a time)."""
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
 
 
-def _whole_lines(data: bytearray, position: int, number: int, end: Optional[int],
-                 final: bool) -> tuple[int, Optional[bytes]]:
-    """The lines of ``data`` (read from file offset ``position``, where line ``number``
-    starts) that start before ``end``, as one block, and the bytes of ``data`` they take:
-    whole lines, plus, when ``final``, the file's last line without its newline. A
-    byte-order mark at the start of line 1 is dropped from the block."""
-    cut = len(data) if final else data.rfind(b"\n") + 1
+def _whole_lines(buffer: bytearray, cut: int, position: int, number: int,
+                 end: Optional[int]) -> tuple[int, Optional[memoryview]]:
+    """A view of the lines of ``buffer[:cut]`` (read from file offset ``position``, where line
+    ``number`` starts) that start before ``end``, and the bytes of the buffer they take.
+    ``cut`` ends a line (or the file). A byte-order mark at the start of line 1 is left out
+    of the view."""
     if end is not None and position + cut > end:
         # Only the lines that start before `end` (the one that straddles it included).
-        straddling = data.find(b"\n", max(0, end - position - 1))
+        straddling = buffer.find(b"\n", max(0, end - position - 1), cut)
         if straddling >= 0:
-            cut = min(cut, straddling + 1)
+            cut = straddling + 1
     if cut <= 0:
         return 0, None
-    with memoryview(data) as view:
-        block = bytes(view[:cut])
-    if number == 1 and position == 0 and block.startswith(UTF8_BOM):
-        block = block[len(UTF8_BOM):]
-    return cut, block
+    skip = len(UTF8_BOM) if number == 1 and position == 0 and buffer.startswith(UTF8_BOM) else 0
+    return cut, memoryview(buffer).toreadonly()[skip:cut]
 
 
 def _skip_line(stream: BinaryIO, held: int) -> tuple[int, bytes]:
@@ -318,10 +328,11 @@ def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tup
     ``content`` is ``None`` for a line longer than ``max_line_bytes``: the caller reports it.
     Reported through ``sink`` as in :func:`iter_blocks`, which this splits.
     """
-    for first, block in iter_blocks(task, sink, max_line_bytes):
-        if block is None:
+    for first, view in iter_blocks(task, sink, max_line_bytes):
+        if view is None:
             yield first, None
             continue
+        block = bytes(view)
         lines = block.split(b"\n")
         if block.endswith(b"\n"):
             lines.pop()  # the empty piece after the last newline is no line
