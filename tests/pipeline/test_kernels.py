@@ -46,3 +46,86 @@ def test_slices_chunks_and_nulls() -> None:
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=40), max_size=20))
 def test_keys_equal_hashlib_on_generated_text(texts: list[str]) -> None:
     assert exact_dedup_keys(pa.array(texts, type=pa.string()), True, True).to_pylist() == [reference(t) for t in texts]
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy <-> Arrow through buffers, and the list-gather kernel of tokenize's shuffle, against
+# pyarrow's own conversions and its `take`.
+
+
+def test_numpy_of_and_arrow_of_agree_with_pyarrow() -> None:
+    import numpy as np
+
+    from tokpipe.pipeline.kernels import arrow_of, numpy_of, repeat_string
+
+    for dtype in (np.int32, np.int64, np.uint16, np.uint32, np.uint64, np.float64):
+        values = np.arange(-3, 97).astype(dtype)
+        array = arrow_of(values)
+        assert array.equals(pa.array(values))
+        assert array.type == pa.from_numpy_dtype(np.dtype(dtype))
+        sliced = pa.array(values).slice(7, 40)
+        assert np.array_equal(numpy_of(sliced), sliced.to_numpy())
+        assert np.array_equal(numpy_of(pa.chunked_array([sliced])), values[7:47])
+    assert arrow_of(np.arange(4, dtype=np.uint32), pa.int32()).equals(pa.array([0, 1, 2, 3], pa.int32()))
+    with pytest.raises(TypeError):
+        arrow_of(np.arange(4, dtype=np.int64), pa.int32())
+    with pytest.raises(ValueError):
+        numpy_of(pa.array([1, None, 3]))
+    assert repeat_string("drop me", 3).equals(pa.array(["drop me"] * 3, pa.string()))
+    assert repeat_string("", 2).equals(pa.array(["", ""], pa.string()))
+    assert repeat_string("é", 0).equals(pa.array([], pa.string()))
+
+
+@pytest.mark.parametrize("value_type", [pa.uint16(), pa.uint32()])
+def test_gather_lists_equals_arrow_take(value_type: pa.DataType) -> None:
+    import random
+
+    import numpy as np
+
+    from tokpipe import _core
+    from tokpipe.pipeline.kernels import list_buffers
+
+    rng = random.Random(7)
+    columns = []
+    for n in (50, 1, 30):
+        rows = [[rng.randrange(1 << value_type.bit_width) for _ in range(rng.choice([0, 1, 5, 300]))] for _ in range(n)]
+        columns.append(pa.array(rows, pa.large_list(value_type)))
+    # A slice (an offset into its offsets) and a column built on a slice of its values.
+    columns[0] = columns[0].slice(3, 40)
+    child = pa.array([rng.randrange(1 << value_type.bit_width) for _ in range(40)], value_type).slice(10)
+    columns.append(pa.LargeListArray.from_arrays(pa.array([0, 3, 3, 8, 30], pa.int64()), child))
+    picks = [(rng.randrange(len(columns)), 0) for _ in range(200)]
+    picks = [(c, rng.randrange(len(columns[c]))) for c, _ in picks]
+    pieces = np.array([c for c, _ in picks], dtype=np.int64)
+    rows = np.array([r for _, r in picks], dtype=np.int64)
+    offsets, values = _core.gather_lists([list_buffers(c) for c in columns], value_type.bit_width // 8, pieces, rows)
+    got = pa.LargeListArray.from_arrays(pa.array(np.frombuffer(offsets, np.int64)),
+                                        pa.array(np.frombuffer(values, np.dtype(str(value_type)))))
+    want = pa.concat_arrays([columns[c].take(pa.array([r])) for c, r in picks])
+    assert got.to_pylist() == want.to_pylist()
+    assert len(values) == sum(len(x) for x in want.to_pylist()) * value_type.bit_width // 8
+    with pytest.raises(Exception, match="not in the list column"):
+        _core.gather_lists([list_buffers(columns[1])], value_type.bit_width // 8, np.zeros(1, np.int64),
+                           np.ones(1, np.int64))
+    with pytest.raises(Exception, match="no list column"):
+        _core.gather_lists([list_buffers(columns[1])], value_type.bit_width // 8, np.ones(1, np.int64),
+                           np.zeros(1, np.int64))
+
+
+def test_owned_buffers_read_in_place_and_outlive_their_call() -> None:
+    import gc
+
+    import numpy as np
+
+    from tokpipe import _core
+
+    offsets = np.array([0, 3], np.int64)
+    values = np.array([5, 6, 7], np.uint32)
+    _, out = _core.gather_lists([(offsets, values)], 4, np.zeros(1, np.int64), np.zeros(1, np.int64))
+    assert len(out) == 12 and bytes(out) == values.tobytes()
+    view = np.frombuffer(out, np.uint32)
+    arrow = pa.py_buffer(out)
+    del out
+    gc.collect()
+    assert view.tolist() == [5, 6, 7] and not view.flags.writeable
+    assert np.frombuffer(arrow, np.uint32).tolist() == [5, 6, 7]

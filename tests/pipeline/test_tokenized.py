@@ -298,3 +298,76 @@ def test_options_are_checked() -> None:
         TokenizeOptions(GPT2, formats=("csv",))
     with pytest.raises(ConfigError, match="val_fraction"):
         TokenizeOptions(GPT2, val_fraction=1.0)
+
+
+def test_unshuffled_output_written_while_encoding_is_the_input_order(corpus: Path, tmp_path: Path,
+                                                                    records: list[dict[str, str]]) -> None:
+    """Without a shuffle the final files are written as the tasks finish (a thread follows
+    the task markers): the documents stay in input order, split by the hash rule, the same
+    for 1 and 2 workers and for a run resumed with some tasks already done."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), shuffle=False, seed=4, val_fraction=0.15)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    tokenize_corpus([str(corpus)], a, options, run_options(1))
+    tokenize_corpus([str(corpus)], b, options, run_options(2))
+    docs = expected_docs(records)
+    val = [is_val(p, 4, 0.15) for p in range(len(docs))]
+    assert read_documents(a, "train") == [d for d, v in zip(docs, val) if not v]
+    assert read_documents(a, "val") == [d for d, v in zip(docs, val) if v]
+    assert digest(a) == digest(b)
+    first = tokenize_corpus([str(corpus)], c, options, run_options(1))
+    markers = sorted((c / ".tokpipe" / "seg0").glob("*.json"))
+    for marker in markers[::3]:
+        marker.unlink()
+    (c / "manifest.json").unlink()
+    resumed = tokenize_corpus([str(corpus)], c, options, run_options(2))
+    assert 0 < resumed.tasks_run < first.tasks_run
+    assert digest(c) == digest(a)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, documents: list[tuple[str, str]],
+                                                              shuffle: bool) -> None:
+    """``kill -9`` in the middle of the tokenizing phase (while, without a shuffle, the final
+    files are being written too), then the same command again: the output is the one an
+    uninterrupted run writes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    texts = [t for _, t in documents]
+    for n in range(12):
+        with open(corpus / f"{n:02d}.jsonl", "w", encoding="utf-8") as f:
+            for i, t in enumerate(texts[n % 5::2]):
+                f.write(json.dumps({"id": f"{n}-{i}", "text": t}, ensure_ascii=False) + "\n")
+    args = [str(corpus), "-t", GPT2, "--format", "both", "--pack", "--seq-len", "512", "--task-size", "64KB",
+            "--workers", "1", "-q", *([] if shuffle else ["--no-shuffle"])]
+
+    def cli(out: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", "tokenize", *args,
+                                 "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+
+    def finish(proc: subprocess.Popen[str]) -> None:
+        _, stderr = proc.communicate()
+        assert proc.returncode == 0, stderr
+
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    finish(cli(reference))
+    total = len(list((reference / ".tokpipe" / "seg0").glob("*.json")))
+    proc = cli(out)
+    markers = out / ".tokpipe" / "seg0"
+    while proc.poll() is None and len(list(markers.glob("*.json"))) < 3:
+        time.sleep(0.002)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert 3 <= len(list(markers.glob("*.json"))) < total
+    assert not (out / "manifest.json").exists()
+    finish(cli(out))
+    assert digest(out) == digest(reference)

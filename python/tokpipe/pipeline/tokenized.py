@@ -4,8 +4,10 @@ Two phases.
 
 1. **Tokenize** (parallel, resumable): the local executor runs the ``tokenize`` stage over
    the input tasks on the worker processes; each task's documents (``id``, ``input_ids``,
-   ``length``) land in ``OUT/.tokpipe/seg0/kept/``. A rerun after a crash redoes only the
-   tasks that had not finished.
+   ``length``) land in ``OUT/.tokpipe/seg0/kept/`` as uncompressed Arrow IPC files (2 or 4
+   bytes a token), which phase 2 reads through memory maps without decoding anything; the
+   task's marker, written last, commits them. A rerun after a crash redoes only the tasks
+   that had not finished.
 2. **Shuffle, split, write** (one process, bounded memory): documents are numbered by their
    position in task order (fixed by the inputs, not by the worker count), and each gets
 
@@ -16,8 +18,11 @@ Two phases.
    for any number of workers. It is computed without holding the corpus: documents are
    scattered by key range into B buckets (temporary Arrow files; B is chosen so a bucket's
    ids fit ``shuffle_buffer`` bytes), then each bucket, in key order, is read, sorted and
-   written out. With B = 1 the bucket stays in memory. Without shuffling, documents are
-   written in input order as they are read.
+   written out. With B = 1 nothing is copied before the final gather: the bucket is the
+   staged files themselves. Every gather copies a document's ids once
+   (``tokpipe_core::tokens``). Without shuffling, documents are written in input order, and
+   while phase 1 still runs: a thread takes each task's staged documents as soon as that
+   task and all before it are done.
 
 Outputs, per split (``OUT/train``, ``OUT/val``):
 

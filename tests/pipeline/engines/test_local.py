@@ -177,3 +177,41 @@ def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, 
     assert sorted(zip(loaded_rejected["id"], loaded_rejected["text"], loaded_rejected["reason"])) == rejected
     parquet = datasets.load_dataset("parquet", data_files=str(out / "part-*.parquet"), cache_dir=str(tmp_path / "hf-cache"))
     assert parquet["train"].num_rows == len(kept)
+
+
+def test_prefetched_items_keep_their_order_and_errors() -> None:
+    """The reader runs a batch ahead on a thread: same items, same order, its exception
+    raised where its item would have been, and a consumer that stops early stops it."""
+    import threading
+
+    from tokpipe.pipeline.engines.local import _prefetched
+
+    assert list(_prefetched(iter(range(100)))) == list(range(100))
+    assert list(_prefetched(iter([]))) == []
+
+    def failing():  # type: ignore[no-untyped-def]
+        yield 1
+        yield 2
+        raise ValueError("bad input")
+
+    got = []
+    with pytest.raises(ValueError, match="bad input"):
+        for item in _prefetched(failing()):
+            got.append(item)
+    assert got == [1, 2]
+
+    closed = threading.Event()
+
+    def endless():  # type: ignore[no-untyped-def]
+        try:
+            n = 0
+            while True:
+                yield n
+                n += 1
+        finally:
+            closed.set()
+
+    stream = _prefetched(endless())
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    assert closed.is_set()

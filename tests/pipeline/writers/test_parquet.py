@@ -277,3 +277,30 @@ def test_rejects_bad_arguments(tmp_path: Path) -> None:
         ParquetShardWriter(tmp_path, worker=0, first_shard=-1)
     with pytest.raises(TypeError):
         ParquetShardWriter(tmp_path, worker=0).write(pa.Table.from_batches([make_batch(0, 1)]))  # type: ignore[arg-type]
+
+
+def test_arrow_staging_shards_round_trip_without_checksum(tmp_path: Path) -> None:
+    """``file_format="arrow"``: uncompressed Arrow IPC files under the same naming, rotation
+    and publication rules; ``checksum=False`` leaves the digest empty."""
+    batches = [make_batch(0, 30), make_batch(30, 30), make_batch(60, 5)]
+    writer = ParquetShardWriter(tmp_path, worker=3, shard_size=batches[0].nbytes + 1, file_format="arrow",
+                                checksum=False)
+    shards = collect(writer, batches)
+    assert [s.name for s in shards] == ["part-00003-00000.arrow", "part-00003-00001.arrow"]
+    assert all_files(tmp_path) == [s.name for s in shards]
+    tables = [pa.ipc.open_file(pa.memory_map(str(tmp_path / s.name))).read_all() for s in shards]
+    assert pa.concat_tables(tables).equals(pa.Table.from_batches(batches))
+    for shard, table in zip(shards, tables):
+        assert shard.rows == table.num_rows and shard.sha256 == ""
+        assert shard.bytes == (tmp_path / shard.name).stat().st_size
+    with pytest.raises(InvalidArgumentError):
+        ParquetShardWriter(tmp_path, worker=0, file_format="csv")
+
+
+def test_dictionary_encoding_can_be_turned_off(tmp_path: Path) -> None:
+    with ParquetShardWriter(tmp_path, worker=0, use_dictionary=False) as writer:
+        writer.write(make_batch(0, 50))
+    meta = pq.read_metadata(tmp_path / "part-00000-00000.parquet")
+    encodings = {e for c in range(meta.num_columns) for e in meta.row_group(0).column(c).encodings}
+    assert "RLE_DICTIONARY" not in encodings and "PLAIN_DICTIONARY" not in encodings
+    assert pq.read_table(tmp_path / "part-00000-00000.parquet").equals(pa.Table.from_batches([make_batch(0, 50)]))

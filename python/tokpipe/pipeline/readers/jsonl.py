@@ -15,6 +15,14 @@ a ``\\ud800``-style lone surrogate escape, which no UTF-8 text can hold), and
 ``document_too_large``. A line longer than ``max_document_bytes`` plus 1 MiB of room for the
 other fields is set aside as too large without being parsed, so one runaway line cannot
 exhaust memory.
+
+Speed: lines are read a block at a time (:func:`~.lines.iter_blocks`) and parsed in Rust
+(``tokpipe_core::jsonl``) straight into Arrow string buffers. The rules above are those of the
+standard library's ``json``, which stays the reference: the Rust parser takes a line only when
+``json.loads`` would read it to the same id, text and fields, and leaves every other line
+(bad ones, and good ones it does not reproduce, such as float ids or ``NaN``) to
+:func:`_read_line`, which reads it here with ``json``. ``options.extra_fields=False`` skips
+the other fields altogether.
 """
 
 from __future__ import annotations
