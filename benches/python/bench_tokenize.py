@@ -14,7 +14,8 @@ For each, with the same tokenizer (cl100k by default):
                  the command's defaults otherwise (workers, threads, shuffle buffer), as a
                  subprocess timed from start to exit: Python start, reading the JSONL,
                  encoding, staging, the shuffle, packed Parquet, Megatron .bin/.idx and the
-                 manifest. Once shuffled (the default) and once with ``--no-shuffle``.
+                 manifest. Once shuffled (the default) and once with ``--no-shuffle``; with
+                 ``--formats`` also with one output format at a time.
                  Peak memory is the largest sum of the RSS of the process tree, sampled
                  every 50 ms from /proc.
 
@@ -157,6 +158,7 @@ def main() -> None:
     p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     p.add_argument("--mb", type=float, default=64.0, help="JSONL MB of the slice (0: no slice)")
     p.add_argument("--full", action="store_true", help="also the whole docs.jsonl")
+    p.add_argument("--formats", action="store_true", help="also one output format at a time (shuffled)")
     p.add_argument("--memory", default="", help="peak memory over these numbers of copies of docs.jsonl, e.g. 1,2,4")
     p.add_argument("--vocab", default="cl100k_base.tiktoken.gz")
     p.add_argument("--workers", type=int, default=None, help="tokenize's --workers [its default]")
@@ -172,6 +174,7 @@ def main() -> None:
     docs = args.corpus / "docs.jsonl"
 
     def command(inputs: list[Path], out: Path, *extra: str) -> list[str]:
+        # A later --format in `extra` overrides this one.
         cmd = [*map(str, inputs), "-t", tokenizer_path, "-o", str(out), "--format", "both", "--pack",
                "--seq-len", "2048", "-q", *extra]
         for flag, value in (("--workers", args.workers), ("--threads", args.threads),
@@ -196,7 +199,11 @@ def main() -> None:
             log(f"{label}: {mb:,.1f} MB of text")
             base = raw[0][1], raw[0][2]
             rows += [(name, label, mb, wall, cpu, None, *base) for name, wall, cpu in raw]
-            for name, extra in (("tokenize (shuffled)", ()), ("tokenize --no-shuffle", ("--no-shuffle",))):
+            variants = [("tokenize (shuffled)", ()), ("tokenize --no-shuffle", ("--no-shuffle",))]
+            if args.formats:
+                variants += [("tokenize --format parquet", ("--format", "parquet")),
+                             ("tokenize --format megatron", ("--format", "megatron"))]
+            for name, extra in variants:
                 # Best of --runs, wall and CPU each (as for the raw encodes): on a shared
                 # machine the other jobs only ever add time.
                 best_wall = best_cpu = float("inf")
