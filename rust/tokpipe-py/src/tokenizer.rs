@@ -14,6 +14,7 @@ use tokpipe_core::models::wordpiece::{self, WordPieceModel};
 use tokpipe_core::models::Model;
 use tokpipe_core::normalizers::BertNormalizer;
 use tokpipe_core::pre_tokenizers::PreTokenizer;
+use tokpipe_core::text::encode::IdWidth;
 use tokpipe_core::tokenizer::{AddedToken, AllowedSpecial};
 use tokpipe_core::Error;
 
@@ -253,27 +254,21 @@ impl PyTokenizer {
         let column = StrBuffers::get(offsets, data, wide)?;
         let encoded = py.detach(|| -> PyResult<_> {
             let column = column.column()?;
-            let mut out = self
-                .inner
+            self.inner
                 .encode_column(&column, &allowed, append, num_threads)
-                .py()?;
-            if narrow {
-                let wide_ids = std::mem::take(&mut out.ids);
-                let mut ids = Vec::with_capacity(wide_ids.len());
-                for id in wide_ids {
-                    ids.push(u16::try_from(id).map_err(|_| {
-                        to_py(Error::InvalidArgument(format!(
-                            "token id {id} does not fit in uint16"
-                        )))
-                    })?);
-                }
-                return Ok((bytes_of_u16(&ids), out.offsets));
-            }
-            Ok((bytes_of_u32(&out.ids), out.offsets))
+                .py()
         })?;
-        let (ids, offsets) = encoded;
-        let offset_bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_ne_bytes()).collect();
-        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &offset_bytes)))
+        // The ids and offsets are written, in parallel and without the GIL, straight into the
+        // `bytes` objects that become the Arrow buffers: one copy, not three.
+        let width = if narrow { IdWidth::U16 } else { IdWidth::U32 };
+        let ids = PyBytes::new_with(py, encoded.total_ids() * width.bytes(), |buf| {
+            py.detach(|| encoded.write_ids(buf, width, num_threads))
+                .py()
+        })?;
+        let offsets = PyBytes::new_with(py, (encoded.rows() + 1) * 8, |buf| {
+            py.detach(|| encoded.write_offsets(buf, num_threads)).py()
+        })?;
+        Ok((ids, offsets))
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
@@ -356,12 +351,4 @@ impl PyTokenizer {
         })?;
         py.detach(|| vocab_txt::save(model, &path)).py()
     }
-}
-
-fn bytes_of_u32(ids: &[u32]) -> Vec<u8> {
-    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
-}
-
-fn bytes_of_u16(ids: &[u16]) -> Vec<u8> {
-    ids.iter().flat_map(|i| i.to_ne_bytes()).collect()
 }
