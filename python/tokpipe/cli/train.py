@@ -1,5 +1,5 @@
 """``tokpipe train-bpe`` and ``tokpipe train-wordpiece``: train a tokenizer and write
-``tokenizer.json``."""
+``tokenizer.json``; ``tokpipe train --model M`` is either of them with the same options."""
 
 from __future__ import annotations
 
@@ -162,3 +162,67 @@ def train_wordpiece_command(
         outputs.append(("vocab.txt", str(vocab_txt)))
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
+
+
+# `tokpipe train --model M`: one entry point over the model-specific commands above. Its options
+# are the union of theirs, so each option keeps one definition (help, type, default) where its
+# model's command declares it; a command registered later only needs adding to this table.
+_TRAINERS: dict[str, click.Command] = {
+    "bpe": train_bpe_command,
+    "wordpiece": train_wordpiece_command,
+}
+
+
+def _union_of_options(commands: dict[str, click.Command]) -> list[click.Parameter]:
+    """Each option once, its default left to the chosen model (vocab sizes differ by model), its
+    help saying which models take it."""
+    seen: dict[str, list[tuple[str, click.Option]]] = {}
+    for model, command in commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name is not None:
+                seen.setdefault(param.name, []).append((model, param))
+    options: list[click.Parameter] = []
+    for takers in seen.values():
+        param = takers[0][1]
+        only = "" if len(takers) == len(commands) else f" [{', '.join(m for m, _ in takers)} only]"
+        defaults = {repr(p.default) for _, p in takers}
+        if param.is_flag or param.default in (None, ()):
+            default = ""
+        elif len(defaults) > 1:
+            default = " Default: the model's own (tokpipe train-MODEL --help)."
+        else:
+            default = f" Default: {param.default}."
+        options.append(click.Option(
+            [param.name, *param.opts], type=param.type, multiple=param.multiple, is_flag=param.is_flag,
+            default=() if param.multiple else None, help=f"{param.help or ''}{default}{only}"))
+    return options
+
+
+def _train_any(model: str, corpus: tuple[Path, ...], **options: object) -> None:
+    ctx = click.get_current_context()
+    command = _TRAINERS[model]
+    known = {p.name for p in command.params}
+    given = {name: value for name, value in options.items()
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    foreign = sorted(name for name in given if name not in known)
+    if foreign:
+        flags = ", ".join(next(p.opts[-1] for p in ctx.command.params if p.name == name) for name in foreign)
+        raise UsageError(f"{flags} {'is not an option' if len(foreign) == 1 else 'are not options'} of --model {model} "
+                         f"(see tokpipe train-{model} --help)")
+    ctx.invoke(command, corpus=corpus, **given)
+
+
+train_any_command = click.Command(
+    "train",
+    callback=_train_any,
+    params=[
+        click.Option(["--model", "-m"], type=click.Choice(list(_TRAINERS)), required=True,
+                     help="Which tokenizer to train; each takes the options of its own train-MODEL command."),
+        click.Argument(["corpus"], nargs=-1, required=True, type=click.Path(path_type=Path)),
+        *_union_of_options(_TRAINERS),
+    ],
+    help="Train a tokenizer of any model on CORPUS: the same as tokpipe train-MODEL with the same options. "
+         "An option that the chosen model does not take is a usage error (exit 2).",
+    short_help="Train a tokenizer: --model " + "|".join(_TRAINERS) + ".",
+)
+cli.add_command(train_any_command)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import multiprocessing
 import os
 import shutil
 import threading
@@ -410,9 +409,7 @@ class _TokenizeExecutor(LocalExecutor):
         workers = max(1, self.options.workers)
         stage_specs, _ = self.segments[0]
         specs = [{"type": s.type, "params": s.params} for s in stage_specs]
-        pool: cf.Executor | None = None
-        if workers > 1 and len(todo) > 1:
-            pool = cf.ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn"))
+        pool = self._pool(min(workers, len(todo)))
         try:
             self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader,
                                                                 "arrow")) for t in todo],

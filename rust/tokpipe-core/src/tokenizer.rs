@@ -494,6 +494,18 @@ fn wordpiece_cleanup(s: &str) -> String {
         .replace(" 're", "'re")
 }
 
+/// Runs `work` on a pool of `num_threads` threads, or on rayon's global pool (all cores) when
+/// `None` or 0.
+pub(crate) fn in_pool<T: Send>(
+    num_threads: Option<usize>,
+    work: impl FnOnce() -> T + Send,
+) -> Result<T> {
+    Ok(match thread_pool(num_threads)? {
+        Some(pool) => pool.install(work),
+        None => work(),
+    })
+}
+
 /// A pool of `n` threads, or `None` for rayon's global pool (all cores).
 fn thread_pool(num_threads: Option<usize>) -> Result<Option<rayon::ThreadPool>> {
     match num_threads {

@@ -179,6 +179,37 @@ def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, 
     assert parquet["train"].num_rows == len(kept)
 
 
+def _worker_threads() -> tuple[str | None, int]:
+    import pyarrow
+
+    return os.environ.get("RAYON_NUM_THREADS"), pyarrow.cpu_count()
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_worker_processes_share_the_cores(preset: str | None) -> None:
+    # N workers on C cores get C // N threads each (Rust's pool and Arrow's), not C each;
+    # a RAYON_NUM_THREADS the user set is kept. Run in a child so the variable starts as given.
+    code = (
+        "import os, json\n"
+        "from tokpipe.pipeline.config import parse_config\n"
+        "from tokpipe.pipeline.engines.local import LocalExecutor\n"
+        "from tests.pipeline.engines.test_local import _worker_threads\n"
+        "os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:2]))\n"
+        "pool = LocalExecutor(parse_config({'stages': [{'type': 'exact_dedup'}]}), [], '/nonexistent')._pool(2)\n"
+        "print(json.dumps(pool.submit(_worker_threads).result()))\n"
+        "pool.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    if preset is not None:
+        env["RAYON_NUM_THREADS"] = preset
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.returncode == 0, out.stderr
+    threads, arrow = json.loads(out.stdout)
+    expected = preset or str(max(1, min(2, len(os.sched_getaffinity(0))) // 2))
+    assert threads == expected and arrow == int(expected)
+
+
 def test_prefetched_items_keep_their_order_and_errors() -> None:
     """The reader runs a batch ahead on a thread: same items, same order, its exception
     raised where its item would have been, and a consumer that stops early stops it."""

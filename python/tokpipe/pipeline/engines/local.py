@@ -469,7 +469,8 @@ class LocalExecutor:
     def _pool(self, workers: int) -> cf.Executor | None:
         """Where work units run: worker processes, or this process for one worker."""
         if workers > 1:
-            return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                          initializer=share_cores, initargs=(workers,))
         return None
 
     def _decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
@@ -717,6 +718,17 @@ def _read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:
     parts = [pq.read_table(f, columns=[column]).column(column) for f in files]
     chunks = [c for part in parts for c in part.chunks]
     return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)
+
+
+def share_cores(workers: int) -> None:
+    """In a worker process, before any kernel runs: this worker's share of the cores for
+    tokpipe's Rust thread pool and Arrow's. Each of ``workers`` processes would otherwise start
+    a pool as large as the machine, and N workers on N cores ran N x N threads, which lost
+    throughput past 8 workers on 16 cores. A ``RAYON_NUM_THREADS`` the user set is kept."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, cores // max(1, workers))))
+    if threads.isdigit() and int(threads) > 0:
+        pa.set_cpu_count(int(threads))
 
 
 def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:

@@ -43,6 +43,7 @@ from tokpipe.pipeline.engines.local import (
     RunOptions,
     RunResult,
     _guarded,
+    share_cores,
     _read_column,
 )
 
@@ -103,7 +104,7 @@ class RayExecutor(LocalExecutor):
         weights = sizes or [1] * len(jobs)
         update = ProgressUpdate(phase, 0, sum(weights), "bytes" if sizes else "units")
         self.progress(update)
-        run = ray.remote(num_cpus=1, max_retries=0)(_guarded)
+        run = ray.remote(num_cpus=1, max_retries=0)(_one_cpu_task)
         in_flight: dict[Any, int] = {}
         results: list[Any] = [None] * len(jobs)
         limit = max(1, self.options.workers)
@@ -146,6 +147,14 @@ class RayExecutor(LocalExecutor):
             context.progress("band join (ray)", 1, 1)
             return stage.decide_with_candidates(keys, pairs, context)
         return stage.decide(keys, context)
+
+
+def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """A work unit in a Ray worker: Ray gave the task one CPU, so tokpipe's Rust pool and
+    Arrow's get one thread (set before the worker's first kernel builds them; later tasks in
+    the same worker find them built)."""
+    share_cores(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return _guarded(fn, args)
 
 
 def _get(ray: Any, ref: Any) -> Any:

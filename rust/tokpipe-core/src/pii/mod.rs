@@ -19,7 +19,9 @@ use detect::{DetectOptions, RawSpan};
 use rayon::prelude::*;
 use std::fmt::Write;
 
-const ROWS_PER_TASK: usize = 32;
+// Text per parallel run: runs are cut by size so a run of long documents does not hold up the
+// other threads (see `StrColumn::runs`).
+const RUN_BYTES: usize = 128 << 10;
 
 /// The kinds of PII, in tie-breaking order (the first wins a tie of equal-length spans).
 #[repr(u8)]
@@ -322,11 +324,11 @@ struct Part {
 
 pub fn pii_column(column: &StrColumn, p: &PiiParams) -> PiiOutput {
     let n = column.len();
-    let starts: Vec<usize> = (0..n).step_by(ROWS_PER_TASK).collect();
-    let parts: Vec<Part> = starts
-        .par_iter()
-        .map(|&start| {
-            let end = (start + ROWS_PER_TASK).min(n);
+    let parts: Vec<Part> = column
+        .runs(RUN_BYTES)
+        .into_par_iter()
+        .map(|rows| {
+            let (start, end) = (rows.start, rows.end);
             let mut part = Part {
                 lens: Vec::with_capacity(end - start),
                 data: String::new(),

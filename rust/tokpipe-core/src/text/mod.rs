@@ -89,6 +89,30 @@ impl<'a> StrColumn<'a> {
         self.len() == 0
     }
 
+    /// Bytes of row `i`'s text.
+    pub fn row_bytes(&self, i: usize) -> usize {
+        self.offset(i + 1) - self.offset(i)
+    }
+
+    /// Consecutive row ranges of about `run_bytes` of text each (at least one row each): units
+    /// of parallel work cut by size, so a run of long documents does not hold up the rest.
+    /// They depend on the text alone, never on the thread count.
+    pub fn runs(&self, run_bytes: usize) -> Vec<std::ops::Range<usize>> {
+        let mut runs = Vec::new();
+        let (mut start, mut size) = (0, 0);
+        for i in 0..self.len() {
+            size += self.row_bytes(i);
+            if size >= run_bytes {
+                runs.push(start..i + 1);
+                (start, size) = (i + 1, 0);
+            }
+        }
+        if start < self.len() {
+            runs.push(start..self.len());
+        }
+        runs
+    }
+
     /// Row `i`'s text. Arrow string data is UTF-8 by contract; a row that is not (a producer
     /// that broke the contract) reads as the valid text before the bad byte, not a panic.
     pub fn get(&self, i: usize) -> &'a str {
