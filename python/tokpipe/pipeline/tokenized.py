@@ -436,7 +436,10 @@ class _Streamer:
         self._thread.start()
 
     def notify(self) -> None:
-        """A task finished: the thread looks again at the one it waits for."""
+        """A task finished: the thread looks again at the one it waits for. Raises what
+        stopped the thread, so a failed write stops the run at the next task."""
+        if self._error is not None:
+            raise self._error
         with self._wake:
             self._wake.notify_all()
 
