@@ -564,7 +564,7 @@ mod tests {
         let mut header = MAGIC.to_le_bytes().to_vec();
         header.extend(12i32.to_le_bytes());
         for a in [16, 5, 5, 1, 5, 2, 1, 3, 100, 0, 0, 100] {
-            header.extend((a as i32).to_le_bytes());
+            header.extend(i32::to_le_bytes(a));
         }
         header.extend(0f64.to_le_bytes());
         assert!(err(&header).contains("loss 1 is not supported"));
