@@ -90,8 +90,10 @@ pub struct FastText {
     /// placed by `fnv` and probed linearly.
     table: Vec<u32>,
     /// The features of each word: itself, then its character n-grams (`maxn > 0` only).
+    /// Features are rows of the input matrix: below 2^32, as words and buckets each number
+    /// below 2^31.
     subword_ends: Vec<usize>,
-    subwords: Vec<i32>,
+    subwords: Vec<u32>,
     labels: Vec<String>,
     input: Vec<f32>,
     output: Vec<f32>,
@@ -100,7 +102,7 @@ pub struct FastText {
 /// Per-thread scratch space of [`FastText::predict`].
 #[derive(Default)]
 pub struct Scratch {
-    features: Vec<i32>,
+    features: Vec<u32>,
     hashes: Vec<i32>,
     word: Vec<u8>,
     ngram: Vec<u8>,
@@ -151,7 +153,18 @@ impl<'a> Reader<'a> {
                 format!("fastText {what} is {m} x {n}; the dictionary and arguments make it {rows} x {cols}"),
             ));
         }
-        let values = self.take(rows * cols * 4, what)?;
+        // Sizes come from the file: checked, so that a corrupt header is an error, not an
+        // overflow or an allocation of terabytes.
+        let len = rows
+            .checked_mul(cols)
+            .and_then(|n| n.checked_mul(4))
+            .ok_or_else(|| {
+                Error::format(
+                    self.name,
+                    format!("fastText {what} of {rows} x {cols} is too large"),
+                )
+            })?;
+        let values = self.take(len, what)?;
         Ok(values
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
@@ -215,8 +228,9 @@ impl FastText {
         }
         let (size, nwords) = (size as usize, nwords as usize);
         let mut entries = Vec::new();
-        let mut entry_ends = Vec::with_capacity(size);
-        let mut labels = Vec::with_capacity(nlabels as usize);
+        // (Each entry takes at least 10 bytes of the file: no capacity beyond what it can hold.)
+        let mut entry_ends = Vec::with_capacity(size.min(bytes.len() / 10));
+        let mut labels = Vec::new();
         for i in 0..size {
             let rest = &r.bytes[r.at..];
             let len = memchr::memchr(0, rest)
@@ -236,22 +250,15 @@ impl FastText {
             entries.extend_from_slice(word);
             entry_ends.push(entries.len());
         }
-        if prune_size >= 0 {
-            return Err(bad(
-                "pruned (quantized) fastText models are not supported".into()
-            ));
-        }
-        if r.u8("input matrix")? != 0 {
-            return Err(bad(
-                "quantized fastText models (.ftz) are not supported".into()
-            ));
+        let quantized = || bad("quantized fastText models (.ftz) are not supported".into());
+        // Only quantization prunes a dictionary (fastText itself refuses the other cases).
+        if prune_size >= 0 || r.u8("input matrix")? != 0 {
+            return Err(quantized());
         }
         let (dim, bucket_rows) = (dim as usize, bucket as usize);
         let input = r.matrix("input matrix", nwords + bucket_rows, dim)?;
         if r.u8("output matrix")? != 0 {
-            return Err(bad(
-                "quantized fastText models (.ftz) are not supported".into()
-            ));
+            return Err(quantized());
         }
         let output = r.matrix("output matrix", labels.len(), dim)?;
         if r.at != bytes.len() {
@@ -276,11 +283,13 @@ impl FastText {
             input,
             output,
         };
+        let mask = model.table.len() - 1;
         for id in 0..size {
-            let h = fnv(model.entry(id));
-            let mask = model.table.len() - 1;
-            let mut slot = h as usize & mask;
-            while model.table[slot] != 0 {
+            let word = model.entry(id);
+            let mut slot = fnv(word) as usize & mask;
+            // A word written twice (fastText never does) is found as its last entry, as
+            // fastText's loader leaves it.
+            while model.table[slot] != 0 && model.entry(model.table[slot] as usize - 1) != word {
                 slot = (slot + 1) & mask;
             }
             model.table[slot] = id as u32 + 1;
@@ -289,7 +298,7 @@ impl FastText {
             let (mut subwords, mut ends) = (Vec::new(), Vec::with_capacity(nwords));
             let (mut word, mut ngram) = (Vec::new(), Vec::new());
             for id in 0..nwords {
-                subwords.push(id as i32);
+                subwords.push(id as u32);
                 let entry = model.entry(id);
                 if entry != EOS {
                     bracket(entry, &mut word);
@@ -329,7 +338,7 @@ impl FastText {
 
     /// Appends the bucket rows of the character n-grams of `word` (`<` + word + `>`): every
     /// run of `minn..=maxn` characters but a lone `<` or `>`.
-    fn char_ngrams(&self, word: &[u8], features: &mut Vec<i32>, ngram: &mut Vec<u8>) {
+    fn char_ngrams(&self, word: &[u8], features: &mut Vec<u32>, ngram: &mut Vec<u8>) {
         let continuation = |b: u8| b & 0xC0 == 0x80;
         for i in 0..word.len() {
             if continuation(word[i]) {
@@ -347,7 +356,7 @@ impl FastText {
                 }
                 if n >= self.minn && !(n == 1 && (i == 0 || j == word.len())) {
                     let bucket = fnv(ngram) as u64 % self.bucket;
-                    features.push((self.nwords as u64 + bucket) as i32);
+                    features.push((self.nwords as u64 + bucket) as u32);
                 }
                 n += 1;
             }
@@ -381,7 +390,7 @@ impl FastText {
             };
             if !is_label {
                 match id {
-                    Some(id) if self.maxn == 0 => s.features.push(id as i32),
+                    Some(id) if self.maxn == 0 => s.features.push(id as u32),
                     Some(id) => {
                         let start = if id == 0 {
                             0
@@ -411,7 +420,7 @@ impl FastText {
                     .wrapping_mul(116049371)
                     .wrapping_add(s.hashes[j] as i64 as u64);
                 s.features
-                    .push((self.nwords as u64 + h % self.bucket) as i32);
+                    .push((self.nwords as u64 + h % self.bucket) as u32);
             }
         }
     }
@@ -546,6 +555,96 @@ mod tests {
         let signed = (2166136261u32 ^ 0xFFFF_FFC3).wrapping_mul(16777619);
         assert_ne!(unsigned, signed);
         assert_eq!(fnv(&[0xC3]), signed);
+    }
+
+    /// A model file as fastText lays it out: `words` then `labels` in the dictionary, no
+    /// buckets, no character n-grams, word unigrams only.
+    fn model_file(
+        dim: i32,
+        words: &[&str],
+        labels: &[&str],
+        input: &[f32],
+        output: &[f32],
+    ) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend(MAGIC.to_le_bytes());
+        f.extend(12i32.to_le_bytes());
+        for a in [dim, 5, 5, 1, 5, 1, SOFTMAX, SUPERVISED, 0, 0, 0, 100] {
+            f.extend(a.to_le_bytes());
+        }
+        f.extend(1e-4f64.to_le_bytes());
+        f.extend(((words.len() + labels.len()) as i32).to_le_bytes());
+        f.extend((words.len() as i32).to_le_bytes());
+        f.extend((labels.len() as i32).to_le_bytes());
+        f.extend(100i64.to_le_bytes());
+        f.extend((-1i64).to_le_bytes());
+        for (kind, entries) in [(0u8, words), (1u8, labels)] {
+            for e in entries {
+                f.extend(e.as_bytes());
+                f.push(0);
+                f.extend(7i64.to_le_bytes());
+                f.push(kind);
+            }
+        }
+        for (rows, values) in [(words.len(), input), (labels.len(), output)] {
+            f.push(0);
+            f.extend((rows as i64).to_le_bytes());
+            f.extend((dim as i64).to_le_bytes());
+            f.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        f
+    }
+
+    #[test]
+    fn predict_follows_fasttexts_rules() {
+        // Rows: </s> = (1, 0), "a" = (0, 1); label x scores the first coordinate, y the second.
+        let file = model_file(
+            2,
+            &["</s>", "a"],
+            &["__label__x", "__label__y"],
+            &[1., 0., 0., 1.],
+            &[1., 0., 0., 1.],
+        );
+        let model = FastText::from_bytes(&file, "m.bin").unwrap();
+        assert_eq!(model.labels(), ["__label__x", "__label__y"]);
+        let mut s = Scratch::default();
+        let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+        // "a", then "</s>": hidden (0.5, 0.5), a tie, which the later label wins.
+        for line in [
+            "a",
+            "a b",
+            " a\tb\x0b",
+            "__label__x a __label__other",
+            "a\nzzz a a",
+            "a </s> a a",
+        ] {
+            assert_eq!(
+                model.predict(line.as_bytes(), &mut s),
+                [0.5, 0.5],
+                "{line:?}"
+            );
+            let (top, p) = model.predict_top(line.as_bytes(), &mut s);
+            assert_eq!(top, 1, "{line:?}");
+            assert!((p - 0.50001).abs() < 1e-7, "{line:?}");
+        }
+        // "a a </s>": hidden (1/3, 2/3).
+        let probs = model.predict(b"a a", &mut s).to_vec();
+        assert!(
+            (probs[1] - sigmoid(1.0 / 3.0)).abs() < 1e-6
+                && (probs[0] + probs[1] - 1.0).abs() < 1e-6
+        );
+        // "</s>" alone (an empty line): hidden (1, 0), label x.
+        assert_eq!(model.predict_top(b"", &mut s).0, 0);
+        // A word written twice is its last entry, as fastText's loader leaves it.
+        let file = model_file(
+            2,
+            &["</s>", "a", "a"],
+            &["__label__x", "__label__y"],
+            &[1., 0., 0., 1., 9., 0.],
+            &[1., 0., 0., 1.],
+        );
+        let model = FastText::from_bytes(&file, "m.bin").unwrap();
+        assert_eq!(model.predict_top(b"a a a", &mut s).0, 0);
     }
 
     #[test]
