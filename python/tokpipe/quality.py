@@ -8,7 +8,7 @@ imported). Scoring is tokpipe's own Rust (``tokpipe_core::fasttext``): it reads 
 ``model.bin`` and predicts as fastText does (the same probabilities to the last bit on every
 document of the test corpora), with the text preparation in the same pass, on all cores with
 the GIL released and no Python string per document. Measured side by side with fastText's
-``predict`` on the same documents it is several times faster per CPU second
+``predict`` on the same documents it is 2.5-2.8x faster per CPU second
 (``benches/python/bench_quality_classifier.py``, ``benches/RESULTS.md``), and scoring no
 longer needs fastText installed.
 
