@@ -143,13 +143,16 @@ class QualityClassifier:
 
     ``blob`` is fastText's ``model.bin``, scored by tokpipe's Rust reading of it; ``model``
     (fastText's own object, for ``contributions``) is loaded from the same bytes when first
-    asked for, which needs fastText installed."""
+    asked for, which needs fastText installed. ``source``, the model file the bytes came
+    from, is where they are read again when needed, rather than held twice in memory."""
 
-    def __init__(self, blob: bytes, meta: dict[str, Any], name: str = "model.bin", model: Any = None) -> None:
+    def __init__(self, blob: bytes, meta: dict[str, Any], name: str = "model.bin", model: Any = None,
+                 source: Path | None = None) -> None:
         from tokpipe import _core
         from tokpipe.errors import FormatError
 
-        self.blob = blob
+        self._blob = None if source is not None else blob
+        self._source = source
         self.meta = meta
         self.max_chars: int | None = meta.get("max_chars", DEFAULT_MAX_CHARS)
         try:
@@ -159,6 +162,15 @@ class QualityClassifier:
         _check_labels(self._scorer.labels)
         self._positive = self._scorer.labels.index(POSITIVE)
         self._model = model
+
+    @property
+    def blob(self) -> bytes:
+        """fastText's ``model.bin`` of this model."""
+        if self._blob is not None:
+            return self._blob
+        assert self._source is not None
+        with zipfile.ZipFile(self._source) as z:
+            return z.read("model.bin")
 
     @property
     def model(self) -> Any:
@@ -239,7 +251,7 @@ def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
     version = meta.get("version")
     if not isinstance(version, int) or version > VERSION or version < 1:
         raise ConfigError(f"{path}: quality model version {version!r}; this tokpipe reads versions 1 to {VERSION}")
-    classifier = QualityClassifier(blob, meta, name=f"{path} (model.bin)")
+    classifier = QualityClassifier(blob, meta, name=f"{path} (model.bin)", source=path)
     _CACHE[key] = classifier
     return classifier
 
