@@ -1,0 +1,1 @@
+//! The Unigram trainer (sentencepiece's algorithm); see the submodules.
