@@ -333,7 +333,9 @@ mod tests {
             let len = 1 + (seed as usize % 9);
             let mut lattice = random_lattice(len, 4, seed, 1.0);
             let (_, _, want) = brute_force(&lattice);
-            let (got, path) = lattice.viterbi(None).expect("single characters always span");
+            let (got, path) = lattice
+                .viterbi(None)
+                .expect("single characters always span");
             assert!((got - want).abs() < 1e-9, "seed {seed}");
             let sum: f64 = path.iter().map(|&k| lattice.nodes()[k].score).sum();
             assert!((sum - got).abs() < 1e-9);
