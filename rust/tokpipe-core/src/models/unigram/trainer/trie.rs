@@ -3,14 +3,21 @@
 //!
 //! The root's children sit in a table indexed by character id (one load for the first
 //! character, which every lookup pays); a deeper node's children are a sorted run of
-//! `(character, node)` edges, searched linearly when short and by bisection when long. Nodes are
-//! laid out breadth-first so that a node's edges are contiguous. Rebuilt whenever the piece set
-//! changes (once per EM step), from pieces sorted by their characters.
+//! `(character, node)` edges, searched linearly when short and by bisection when long. Nodes
+//! with many children (common prefixes, visited most) also get a table indexed by character,
+//! breadth-first while a memory budget lasts. Nodes are laid out breadth-first so that a node's
+//! edges are contiguous. Rebuilt whenever the piece set changes (once per EM step), from pieces
+//! sorted by their characters.
 
 const NONE: u32 = u32::MAX;
 
 /// Edge runs at most this long are scanned linearly: faster than bisection when short.
 const LINEAR_SCAN: usize = 8;
+
+/// Nodes with at least this many children get a table indexed by character...
+const DENSE_MIN_CHILDREN: usize = 16;
+/// ...while all tables together stay under this many entries (16 MiB).
+const DENSE_BUDGET: usize = 4 << 20;
 
 #[derive(Debug)]
 pub(crate) struct PieceTrie {
@@ -22,6 +29,9 @@ pub(crate) struct PieceTrie {
     edge_start: Vec<u32>,
     edge_char: Vec<u32>,
     edge_node: Vec<u32>,
+    /// Per node, the start of its table in `dense` (`alphabet` entries), or NONE.
+    dense_start: Vec<u32>,
+    dense: Vec<u32>,
 }
 
 impl PieceTrie {
@@ -40,6 +50,8 @@ impl PieceTrie {
             edge_start: vec![0],
             edge_char: Vec::new(),
             edge_node: Vec::new(),
+            dense_start: Vec::new(),
+            dense: Vec::new(),
         };
         // Breadth first: (node, run of `order` sharing the node's prefix, prefix length).
         let mut queue = std::collections::VecDeque::new();
@@ -64,6 +76,22 @@ impl PieceTrie {
                 queue.push_back((child, glo, ghi, depth + 1));
             }
             trie.edge_start.push(trie.edge_char.len() as u32);
+        }
+        trie.dense_start = vec![NONE; trie.value.len()];
+        for node in 1..trie.value.len() {
+            let (lo, hi) = (
+                trie.edge_start[node] as usize,
+                trie.edge_start[node + 1] as usize,
+            );
+            if hi - lo < DENSE_MIN_CHILDREN || trie.dense.len() + alphabet > DENSE_BUDGET {
+                continue;
+            }
+            let start = trie.dense.len();
+            trie.dense_start[node] = start as u32;
+            trie.dense.resize(start + alphabet, NONE);
+            for k in lo..hi {
+                trie.dense[start + trie.edge_char[k] as usize] = trie.edge_node[k];
+            }
         }
         trie
     }
@@ -94,6 +122,10 @@ impl PieceTrie {
 
     #[inline]
     fn child(&self, node: u32, c: u32) -> u32 {
+        let dense = self.dense_start[node as usize];
+        if dense != NONE {
+            return self.dense[dense as usize + c as usize];
+        }
         let lo = self.edge_start[node as usize] as usize;
         let hi = self.edge_start[node as usize + 1] as usize;
         let chars = &self.edge_char[lo..hi];
