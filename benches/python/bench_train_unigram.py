@@ -27,6 +27,8 @@ Quality, on held_out.txt, each model segmenting with its own encoder (tokpipe's 
 a sentencepiece model through tokpipe._unigram_eval, so sentencepiece's Viterbi encodes them):
 "tokens/byte" (lower is better) and "LL/sentence", the mean summed score of each sentence's
 best segmentation (higher is better; an unknown piece scores the lowest score minus 10).
+"vs spm" columns: the difference from sentencepiece's value over its magnitude, so below 0
+is better for tokens/byte and above 0 is better for LL/sentence.
 """
 from __future__ import annotations
 
@@ -249,7 +251,9 @@ def main(argv=None) -> None:
             print(f"| {r['trainer']} | failed: {r['error']} | | | | | | | | | | |")
             continue
         q = r["quality"]
-        rel = lambda k: f"{(q[k] / ref['quality'][k] - 1) * 100:+.2f}%" if ref else "n/a"  # noqa: E731
+        # relative to sentencepiece: below 0 is better for tokens/byte, above 0 better for LL
+        rel = lambda k: (f"{(q[k] - ref['quality'][k]) / abs(ref['quality'][k]) * 100:+.2f}%"  # noqa: E731
+                         if ref else "n/a")
         print(f"| {r['trainer']} | {r['train_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['rss_mb']:.0f} | "
               f"{r['load']:.1f} | {r['wall_s'] / ref['wall_s'] if ref else float('nan'):.2f} | "
               f"{r['rss_mb'] / ref['rss_mb'] if ref else float('nan'):.2f} | {q['tokens_per_byte']:.4f} | "
