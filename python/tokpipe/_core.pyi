@@ -90,6 +90,49 @@ class WordPieceTrainer:
     def feed_files(self, paths: list[str], strict: bool = False, text_field: str = "text") -> dict[str, object]: ...
     def train(self) -> Tokenizer: ...
 
+class UnigramTrainer:
+    """sentencepiece's Unigram trainer. Until the Unigram encoder lands, ``train`` returns the
+    pieces as a dict: ``pieces`` (``(piece, score, kind)`` in id order, kind one of normal,
+    unknown, control, user_defined, byte), ``unk_id``/``bos_id``/``eos_id``/``pad_id`` (-1:
+    none), ``byte_fallback``, ``normalization``, ``add_dummy_prefix``,
+    ``remove_extra_whitespaces`` and ``stats``."""
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        *,
+        character_coverage: float = 0.9995,
+        max_sentencepiece_length: int = 16,
+        seed_sentencepiece_size: int = 1_000_000,
+        shrinking_factor: float = 0.75,
+        num_sub_iterations: int = 2,
+        max_sentence_length: int = 4192,
+        split_by_whitespace: bool = True,
+        split_by_unicode_script: bool = True,
+        split_by_number: bool = True,
+        split_digits: bool = False,
+        add_dummy_prefix: bool = True,
+        remove_extra_whitespaces: bool = True,
+        unk_id: int = 0,
+        bos_id: int = 1,
+        eos_id: int = 2,
+        pad_id: int = -1,
+        unk_piece: str = "<unk>",
+        bos_piece: str = "<s>",
+        eos_piece: str = "</s>",
+        pad_piece: str = "<pad>",
+        user_defined_symbols: list[str] = ...,
+        control_symbols: list[str] = ...,
+        byte_fallback: bool = False,
+        normalization: str = "identity",
+        show_progress: bool = False,
+    ) -> None: ...
+    def feed(self, texts: list[str]) -> None: ...
+    def feed_files(self, paths: list[str], strict: bool = False, text_field: str = "text") -> dict[str, object]: ...
+    def train(self) -> dict[str, Any]: ...
+
+def _unigram_m_step(expected: list[float]) -> list[float | None]: ...
+
 def exact_dedup_keys(
     offsets: Any, data: Any, wide: bool, lowercase: bool = True, collapse_whitespace: bool = True
 ) -> bytes: ...
@@ -118,6 +161,19 @@ def text_stats(offsets: Any, data: Any, wide: bool) -> bytes: ...
 def blocklist_counts(
     offsets: Any, data: Any, wide: bool, phrases: list[str], ignore_case: bool, word_boundaries: bool
 ) -> tuple[bytes, bytes]: ...
+# The quality classifier (tokpipe_core::text::fasttext_prep, tokpipe_core::fasttext).
+def fasttext_prepare(
+    offsets: Any, data: Any, wide: bool, max_chars: int | None, line_end: str = ""
+) -> tuple[bytes, bytes]: ...
+
+class FastTextModel:
+    def __init__(self, data: bytes, name: str) -> None: ...
+    @property
+    def labels(self) -> list[str]: ...
+    def quality_scores(
+        self, offsets: Any, data: Any, wide: bool, positive: int, prepare: bool, max_chars: int | None = None
+    ) -> bytes: ...
+
 # PII detection and scrubbing (tokpipe_core::pii): spans in code points of the original text.
 def pii_types() -> list[str]: ...
 def pii_find(text: str, types: list[str], only_public_ip: bool = False) -> list[tuple[str, int, int]]: ...

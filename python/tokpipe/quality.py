@@ -2,24 +2,30 @@
 ("good") text against other ("bad") text, save it as a self-contained versioned file, load it
 and score documents with it.
 
-The choice: the model is fastText's linear classifier over hashed word and character n-grams
-through ``fasttext-wheel`` (C++; its batch ``predict`` takes a list of lines in one call, so
-scoring a batch makes no Python call per document). A Rust port would spare the optional
-dependency but is only worth writing if a benchmark shows it beats fastText's own predict;
-that is future work. fastText is an optional extra (``pip install 'tokpipe[fasttext]'``),
-imported only when a model is trained or loaded, never when tokpipe is imported.
+The choice: training is fastText's (``fasttext-wheel``, C++; an optional extra, ``pip install
+'tokpipe[fasttext]'``, imported only when a model is trained or inspected, never when tokpipe is
+imported). Scoring is tokpipe's own Rust (``tokpipe_core::fasttext``): it reads fastText's
+``model.bin`` and predicts as fastText does (the same probabilities to the last bit on every
+document of the test corpora), with the text preparation in the same pass, on all cores with
+the GIL released and no Python string per document. Measured side by side with fastText's
+``predict`` on the same documents it is 2.5-2.8x faster per CPU second
+(``benches/python/bench_quality_classifier.py``, ``benches/RESULTS.md``), and scoring no
+longer needs fastText installed.
 
-Text preparation (the same in training and scoring, see ``prepare``), all with Arrow's
-kernels over a whole column: lowercase; a line that repeats an earlier line of its document
-replaced by ``__repeated_line__`` (a bag of n-grams is blind to repetition, this token is
-not); every Han, Hiragana, Katakana and Hangul character made a word of its own by spaces
-around it, since Chinese and Japanese have no spaces between words and fastText's words are
-space-separated, so for them the word n-grams (``word_ngrams``, 2 by default) *are*
-character n-grams; every other non-word character (punctuation, the pieces of a URL) made a
-word too; newlines made spaces (fastText reads one example a line; it skips runs of
-spaces, so they are left as they are: collapsing them cost as much as all the rest). ``char_ngrams`` (fastText's ``minn``/``maxn``, off by default) adds
-character n-grams inside words, for misspellings and rare words; on small training sets it
-made no difference in the tests and it costs several times the scoring time.
+Text preparation (the same in training and scoring, see ``prepare`` and
+``tokpipe_core::text::fasttext_prep``, one pass over each document in Rust): lowercase
+(Unicode's one-to-one mapping, as Arrow's ``utf8_lower``); a line that repeats an earlier
+line of its document (after lowercasing, ends stripped) replaced by ``__repeated_line__`` (a
+bag of n-grams is blind to repetition, this token is not); every Han, Hiragana, Katakana and
+Hangul character made a word of its own by spaces around it, since Chinese and Japanese have
+no spaces between words and fastText's words are space-separated, so for them the word
+n-grams (``word_ngrams``, 2 by default) *are* character n-grams; every other non-word
+character (not a letter, mark, number, ``_`` or ASCII whitespace: punctuation, the pieces of
+a URL) made a word too; lines stripped and joined by spaces (fastText reads one example a
+line; it skips runs of spaces, so they are left as they are). ``char_ngrams`` (fastText's
+``minn``/``maxn``, off by default) adds character n-grams inside words, for misspellings and
+rare words; on small training sets it made no difference in the tests and it costs several
+times the scoring time.
 
 Training settings: fastText divides each update by the number of features of the document,
 so long documents learn slowly; the defaults (10 epochs, learning rate 1.0) are higher than
@@ -46,7 +52,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokpipe.errors import ConfigError, InvalidArgumentError
 
@@ -61,11 +66,6 @@ NEGATIVE = "__label__lq"
 DEFAULT_MAX_CHARS = 10_000
 _INSTALL = "pip install 'tokpipe[fasttext]'"
 
-# Scripts written without spaces between words: each character becomes a word.
-# (RE2's \w is ASCII only: letters, marks, digits and _ are named by their Unicode classes.)
-_SPLIT = r"([\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[^\p{L}\p{M}\p{N}\s_])"
-
-
 def _fasttext() -> Any:
     try:
         import fasttext
@@ -74,48 +74,26 @@ def _fasttext() -> Any:
     return fasttext
 
 
+def _column(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array | pa.ChunkedArray:
+    return texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(list(texts), pa.string())
+
+
 def prepare(texts: pa.Array | pa.ChunkedArray | Sequence[str | None], max_chars: int | None = DEFAULT_MAX_CHARS) -> list[str]:
     """The one-line form of each text that the model is trained on and scores (see the module
-    docstring), computed with Arrow's kernels over the whole column."""
-    column = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(list(texts), pa.string())
-    column = column.fill_null("")
-    if max_chars is not None:
-        column = pc.utf8_slice_codeunits(column, 0, max_chars)
-    column = _mark_repeated_lines(pc.utf8_lower(column))
-    # One regex pass for both rules: a CJK character or any other non-word character
-    # becomes a word of its own.
-    column = pc.replace_substring_regex(column, _SPLIT, r" \1 ")
-    return column.to_pylist()
+    docstring; null texts read as empty), computed in Rust on all cores."""
+    from tokpipe import _core
+    from tokpipe.pipeline.kernels import string_buffers
+
+    column = _column(texts)
+    offsets, data, wide = string_buffers(column)
+    out_offsets, out_data = _core.fasttext_prepare(offsets, data, wide, max_chars)
+    return pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(out_offsets),
+                                            pa.py_buffer(out_data)).to_pylist()
 
 
 #: What a line that repeats an earlier line of its document (after lowercasing, ends
 #: stripped) is replaced by: a bag of n-grams cannot see repetition, this token can.
 REPEATED_LINE = "__repeated_line__"
-
-
-def _mark_repeated_lines(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Each non-blank line that repeats an earlier one of the same document replaced by
-    ``REPEATED_LINE`` and the lines joined by spaces, with Arrow's kernels (a group-by over (document, line)), no Python
-    loop over documents."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    lists = pc.split_pattern(column, "\n")
-    lines = pc.utf8_trim_whitespace(pc.list_flatten(lists))
-    n = len(lines)
-    if n == 0:
-        return column
-    doc = pc.list_parent_indices(lists)
-    position = pa.array(np.arange(n, dtype=np.int64))
-    table = pa.table({"doc": doc, "line": lines, "pos": position})
-    first = table.group_by(["doc", "line"], use_threads=False).aggregate([("pos", "min")]).column("pos_min")
-    is_first = np.zeros(n, dtype=bool)
-    is_first[first.to_numpy()] = True
-    repeated = pa.array(~is_first & (pc.utf8_length(lines).to_numpy(zero_copy_only=False) > 0))
-    marked = pc.if_else(repeated, pa.scalar(REPEATED_LINE), lines)
-    offsets = lists.offsets
-    rebuilt = pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]) if offsets[0].as_py() else offsets, marked)
-    # Joined by spaces: the newlines fastText must not see go in the same pass.
-    return pc.binary_join(rebuilt, " ")
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -161,35 +139,69 @@ def metrics(scores: np.ndarray, labels: np.ndarray, threshold: float = 0.5) -> M
 
 
 class QualityClassifier:
-    """A loaded quality model: ``score(texts)`` gives the probability of the positive label."""
+    """A loaded quality model: ``score(texts)`` gives the probability of the positive label.
 
-    def __init__(self, model: Any, meta: dict[str, Any]) -> None:
-        self.model = model
+    ``blob`` is fastText's ``model.bin``, scored by tokpipe's Rust reading of it; ``model``
+    (fastText's own object, for ``contributions``) is loaded from the same bytes when first
+    asked for, which needs fastText installed. ``source``, the model file the bytes came
+    from, is where they are read again when needed, rather than held twice in memory."""
+
+    def __init__(self, blob: bytes, meta: dict[str, Any], name: str = "model.bin", model: Any = None,
+                 source: Path | None = None) -> None:
+        from tokpipe import _core
+        from tokpipe.errors import FormatError
+
+        self._blob = None if source is not None else blob
+        self._source = source
         self.meta = meta
         self.max_chars: int | None = meta.get("max_chars", DEFAULT_MAX_CHARS)
+        try:
+            self._scorer = _core.FastTextModel(blob, name)
+        except FormatError as e:
+            raise ConfigError(str(e)) from None
+        _check_labels(self._scorer.labels)
+        self._positive = self._scorer.labels.index(POSITIVE)
+        self._model = model
 
-    def score_prepared(self, lines: list[str]) -> np.ndarray:
-        """Scores of lines already ``prepare``d: one batch predict call over the list."""
-        if not lines:
-            return np.zeros(0, dtype=np.float64)
-        # fasttext-wheel's list predict gives every one of the k labels the top label's
-        # probability (a bug of its binding), so only the top label is asked for: with two
-        # labels the positive one's probability is p or 1 - p. The binding's
-        # multilinePredict is called directly with the newline that the wrapper's predict
-        # appends to each line (fastText's end-of-line token, seen in training too), which
-        # spares the wrapper's Python check of every line.
-        f = self.model.f
-        if hasattr(f, "multilinePredict"):
-            labels, probs = f.multilinePredict([line + "\n" for line in lines], 1, 0.0, "strict")
-        else:  # pragma: no cover  (another fastText binding)
-            labels, probs = self.model.predict(lines, k=1, threshold=0.0)
-        top = np.array([p[0] if len(p) else 0.5 for p in probs], dtype=np.float64)
-        positive = np.array([bool(ls) and ls[0] == POSITIVE for ls in labels])
-        # Clipped: fastText's probabilities can pass 1 by a rounding error.
-        return np.clip(np.where(positive, top, 1.0 - top), 0.0, 1.0)
+    @property
+    def blob(self) -> bytes:
+        """fastText's ``model.bin`` of this model."""
+        if self._blob is not None:
+            return self._blob
+        assert self._source is not None
+        with zipfile.ZipFile(self._source) as z:
+            return z.read("model.bin")
+
+    @property
+    def model(self) -> Any:
+        """fastText's own model object (loaded on first use: needs fastText)."""
+        if self._model is None:
+            fasttext = _fasttext()
+            # fasttext-wheel prints a warning on every load_model (about its return type): hushed.
+            fasttext.FastText.eprint = lambda *args, **kwargs: None
+            with tempfile.TemporaryDirectory(prefix="tokpipe-quality-") as tmp:
+                bin_path = Path(tmp) / "model.bin"
+                bin_path.write_bytes(self.blob)
+                self._model = fasttext.load_model(str(bin_path))
+        return self._model
+
+    def _scores(self, texts: pa.Array | pa.ChunkedArray | Sequence[str | None], prepared: bool) -> np.ndarray:
+        from tokpipe.pipeline.kernels import string_buffers
+
+        offsets, data, wide = string_buffers(_column(texts))
+        raw = self._scorer.quality_scores(offsets, data, wide, self._positive, not prepared, self.max_chars)
+        return np.frombuffer(raw, dtype="<f8")
+
+    def score_prepared(self, lines: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
+        """Scores of lines already ``prepare``d."""
+        return self._scores(lines, prepared=True)
 
     def score(self, texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> np.ndarray:
-        return self.score_prepared(prepare(texts, self.max_chars))
+        """The probability of the positive label for each text (null: empty text), in [0, 1]:
+        fastText's top-1 prediction, as its ``predict(line, k=1)`` gives it (the top label's
+        probability plus fastText's 1e-5, or one minus that when the top label is the
+        negative one), computed in Rust on all cores with the GIL released."""
+        return self._scores(texts, prepared=False)
 
     def contributions(self, text: str, top: int = 10) -> list[tuple[str, float]]:
         """The features (words and character n-grams) of ``text`` that push its score up or
@@ -228,9 +240,6 @@ def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    fasttext = _fasttext()
-    # fasttext-wheel prints a warning on every load_model (about its return type): hushed.
-    fasttext.FastText.eprint = lambda *args, **kwargs: None
     try:
         with zipfile.ZipFile(path) as z:
             meta = json.loads(z.read("meta.json"))
@@ -242,12 +251,7 @@ def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
     version = meta.get("version")
     if not isinstance(version, int) or version > VERSION or version < 1:
         raise ConfigError(f"{path}: quality model version {version!r}; this tokpipe reads versions 1 to {VERSION}")
-    with tempfile.TemporaryDirectory(prefix="tokpipe-quality-") as tmp:
-        bin_path = Path(tmp) / "model.bin"
-        bin_path.write_bytes(blob)
-        model = fasttext.load_model(str(bin_path))
-    _check_labels(model.get_labels())
-    classifier = QualityClassifier(model, meta)
+    classifier = QualityClassifier(blob, meta, name=f"{path} (model.bin)", source=path)
     _CACHE[key] = classifier
     return classifier
 
@@ -267,14 +271,11 @@ class TrainedQuality:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the self-contained model file (zip of ``meta.json`` and ``model.bin``)."""
         path = Path(path)
-        with tempfile.TemporaryDirectory(prefix="tokpipe-quality-") as tmp:
-            bin_path = Path(tmp) / "model.bin"
-            self.classifier.model.save_model(str(bin_path))
-            partial = path.with_name(path.name + ".partial")
-            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as z:
-                z.writestr("meta.json", json.dumps(self.classifier.meta, indent=1, sort_keys=True))
-                z.write(bin_path, "model.bin")
-            os.replace(partial, path)
+        partial = path.with_name(path.name + ".partial")
+        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("meta.json", json.dumps(self.classifier.meta, indent=1, sort_keys=True))
+            z.writestr("model.bin", self.classifier.blob)
+        os.replace(partial, path)
 
 
 def iter_documents(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text", split: str = "none",
@@ -393,10 +394,14 @@ def train_quality_classifier(
                 f.write(train_lines[i] + "\n")
         model = fasttext.train_supervised(input=str(train_file), loss="softmax", verbose=2 if show_progress else 0,
                                           **settings)
+        # Scored (held-out split, and later) by tokpipe's reading of fastText's own file.
+        bin_path = Path(tmp) / "model.bin"
+        model.save_model(str(bin_path))
+        blob = bin_path.read_bytes()
     meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "positive": POSITIVE, "negative": NEGATIVE,
                             "max_chars": max_chars, "prepare": "lower, repeated lines marked, CJK and non-word characters as words, newlines as spaces",
                             "training": settings, "train_documents": len(train_lines)}
-    classifier = QualityClassifier(model, meta)
+    classifier = QualityClassifier(blob, meta, model=model)
     validation = None
     if val_lines:
         validation = metrics(classifier.score_prepared(val_lines), np.array(val_labels))

@@ -18,12 +18,15 @@
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
 //!   union-find clusters).
 //! - [`pii`]: PII detection (validated detectors) and scrubbing over Arrow string columns.
+//! - [`fasttext`]: fastText supervised classifiers (its model file, its predict) and the
+//!   quality classifier's scores over Arrow string columns.
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`tokens`]: token-id lists as Arrow list buffers (the gathers of tokenize's shuffle).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
 pub mod error;
+pub mod fasttext;
 pub mod formats;
 pub mod jsonl;
 pub mod lm;

@@ -5,6 +5,7 @@
 //! Rust. The typed, documented Python API is `python/tokpipe`, which wraps these classes.
 
 mod errors;
+mod fasttext;
 mod ids;
 mod kernels;
 mod lm;
@@ -25,8 +26,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<trainers::PyBpeTrainer>()?;
     m.add_class::<trainers::PyWordPieceTrainer>()?;
+    m.add_class::<trainers::PyUnigramTrainer>()?;
+    m.add_function(wrap_pyfunction!(trainers::_unigram_m_step, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality::register(m)?;
+    fasttext::register(m)?;
     text_stats::register(m)?;
     minhash::register(m)?;
     lm::register(m)?;

@@ -1,5 +1,5 @@
-//! `tokpipe._core.BpeTrainer` and `WordPieceTrainer`: the core trainers, with the GIL released
-//! while they read, count and merge.
+//! `tokpipe._core.BpeTrainer`, `WordPieceTrainer` and `UnigramTrainer`: the core trainers, with
+//! the GIL released while they read, count and learn.
 
 use crate::errors::IntoPyResult;
 use crate::tokenizer::PyTokenizer;
@@ -12,6 +12,9 @@ use std::sync::Mutex;
 use tokpipe_core::corpus::{CorpusOptions, CorpusReport, SetAsideReason};
 use tokpipe_core::lm::LmTrainer;
 use tokpipe_core::models::bpe::{BpeTrainer, BpeTrainerConfig};
+use tokpipe_core::models::unigram::trainer::{
+    bayesian_m_step, UnigramPieces, UnigramTrainer, UnigramTrainerConfig,
+};
 use tokpipe_core::models::wordpiece::{Score, WordPieceTrainer, WordPieceTrainerConfig};
 use tokpipe_core::models::Trainer;
 use tokpipe_core::normalizers::BertNormalizer;
@@ -46,7 +49,7 @@ macro_rules! counts_corpus {
     )*};
 }
 
-counts_corpus!(BpeTrainer, WordPieceTrainer, LmTrainer);
+counts_corpus!(BpeTrainer, WordPieceTrainer, UnigramTrainer, LmTrainer);
 
 const TRAINED: &str = "this trainer has already trained; make a new one";
 
@@ -237,6 +240,157 @@ impl PyWordPieceTrainer {
         let inner = py.detach(|| trainer.train_tokenizer()).py()?;
         Ok(PyTokenizer::new(inner))
     }
+}
+
+/// A special piece's id from Python, where -1 (any negative) turns it off.
+fn optional_id(id: i64) -> Option<u32> {
+    u32::try_from(id).ok()
+}
+
+#[pyclass(module = "tokpipe._core", name = "UnigramTrainer")]
+pub struct PyUnigramTrainer {
+    slot: TrainerSlot<UnigramTrainer>,
+}
+
+#[pymethods]
+impl PyUnigramTrainer {
+    #[new]
+    #[pyo3(signature = (
+        vocab_size=8000, *, character_coverage=0.9995, max_sentencepiece_length=16,
+        seed_sentencepiece_size=1_000_000, shrinking_factor=0.75, num_sub_iterations=2,
+        max_sentence_length=4192, split_by_whitespace=true, split_by_unicode_script=true,
+        split_by_number=true, split_digits=false, add_dummy_prefix=true,
+        remove_extra_whitespaces=true, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        unk_piece="<unk>".to_string(), bos_piece="<s>".to_string(), eos_piece="</s>".to_string(),
+        pad_piece="<pad>".to_string(), user_defined_symbols=Vec::new(), control_symbols=Vec::new(),
+        byte_fallback=false, normalization="identity".to_string(), show_progress=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        vocab_size: usize,
+        character_coverage: f64,
+        max_sentencepiece_length: usize,
+        seed_sentencepiece_size: usize,
+        shrinking_factor: f64,
+        num_sub_iterations: usize,
+        max_sentence_length: usize,
+        split_by_whitespace: bool,
+        split_by_unicode_script: bool,
+        split_by_number: bool,
+        split_digits: bool,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        unk_id: i64,
+        bos_id: i64,
+        eos_id: i64,
+        pad_id: i64,
+        unk_piece: String,
+        bos_piece: String,
+        eos_piece: String,
+        pad_piece: String,
+        user_defined_symbols: Vec<String>,
+        control_symbols: Vec<String>,
+        byte_fallback: bool,
+        normalization: String,
+        show_progress: bool,
+    ) -> PyResult<Self> {
+        let unk_id = optional_id(unk_id).ok_or_else(|| {
+            crate::errors::to_py(tokpipe_core::Error::InvalidArgument(
+                "unk_id must be a valid id: the unknown piece cannot be turned off".into(),
+            ))
+        })?;
+        let config = UnigramTrainerConfig {
+            vocab_size,
+            character_coverage,
+            max_sentencepiece_length,
+            seed_sentencepiece_size,
+            shrinking_factor,
+            num_sub_iterations,
+            max_sentence_length,
+            split_by_whitespace,
+            split_by_unicode_script,
+            split_by_number,
+            split_digits,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            unk_id,
+            bos_id: optional_id(bos_id),
+            eos_id: optional_id(eos_id),
+            pad_id: optional_id(pad_id),
+            unk_piece,
+            bos_piece,
+            eos_piece,
+            pad_piece,
+            user_defined_symbols,
+            control_symbols,
+            byte_fallback,
+            normalization,
+            show_progress,
+        };
+        Ok(PyUnigramTrainer {
+            slot: TrainerSlot::new(UnigramTrainer::new(config).py()?),
+        })
+    }
+
+    fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
+        self.slot.feed(py, texts)
+    }
+
+    #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
+    fn feed_files<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<PathBuf>,
+        strict: bool,
+        text_field: String,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.slot.feed_files(py, paths, strict, text_field)
+    }
+
+    /// The trained pieces and model options, as a plain dict (see `_core.pyi`).
+    fn train<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let trainer = self.slot.take()?;
+        let trained = py.detach(|| trainer.train()).py()?;
+        unigram_dict(py, &trained)
+    }
+}
+
+fn unigram_dict<'py>(py: Python<'py>, t: &UnigramPieces) -> PyResult<Bound<'py, PyDict>> {
+    let id = |x: Option<u32>| x.map_or(-1, i64::from);
+    let d = PyDict::new(py);
+    let pieces: Vec<(&str, f64, &str)> = t
+        .pieces
+        .iter()
+        .map(|(p, s, k)| (p.as_str(), *s, k.as_str()))
+        .collect();
+    d.set_item("pieces", pieces)?;
+    d.set_item("unk_id", t.unk_id)?;
+    d.set_item("bos_id", id(t.bos_id))?;
+    d.set_item("eos_id", id(t.eos_id))?;
+    d.set_item("pad_id", id(t.pad_id))?;
+    d.set_item("byte_fallback", t.byte_fallback)?;
+    d.set_item("normalization", &t.normalization)?;
+    d.set_item("add_dummy_prefix", t.add_dummy_prefix)?;
+    d.set_item("remove_extra_whitespaces", t.remove_extra_whitespaces)?;
+    let s = &t.stats;
+    let stats = PyDict::new(py);
+    stats.set_item("sentences", s.sentences)?;
+    stats.set_item("skipped_too_long", s.skipped_too_long)?;
+    stats.set_item("skipped_reserved_char", s.skipped_reserved_char)?;
+    stats.set_item("words", s.words)?;
+    stats.set_item("required_chars", s.required_chars)?;
+    stats.set_item("seed_pieces", s.seed_pieces)?;
+    stats.set_item("em_steps", s.em_steps)?;
+    stats.set_item("objective", s.objective)?;
+    d.set_item("stats", stats)?;
+    Ok(d)
+}
+
+/// The Unigram trainer's M-step on expected counts: the new score of each piece, `None` for
+/// pieces it drops (exposed to check the formula against scipy).
+#[pyfunction]
+pub(crate) fn _unigram_m_step(expected: Vec<f64>) -> Vec<Option<f64>> {
+    bayesian_m_step(&expected)
 }
 
 /// A `CorpusReport` as the plain dict `tokpipe.train.CorpusReport.add` reads.

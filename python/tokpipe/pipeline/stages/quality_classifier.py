@@ -5,13 +5,15 @@ of the whole run with the highest scores.
 
 Keeping the top fraction of the run needs every score before anything is dropped, so the
 stage is a global stage: the parallel phase scores the documents (``keys``: the scores, one
-batch predict call per record batch, the model loaded once per worker process) and
+Rust call per record batch that prepares and scores every document on all cores with the
+GIL released, the model loaded once per worker process) and
 ``decide`` sees every score at once. Ties are broken by position in the run (task order, then
 row), so the same documents are kept whatever the number of workers. With ``threshold``
 the decision is per document, but goes through the same two phases (one stage, one
 behaviour; the cost is one more pass over the staged documents).
 
-Needs fastText: ``pip install 'tokpipe[fasttext]'``.
+Scoring needs no fastText (tokpipe reads fastText's model file and predicts as it does);
+training a model does: ``pip install 'tokpipe[fasttext]'``.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class QualityClassifierFilter(GlobalStage):
             raise InvalidArgumentError(f"quality_classifier: top_fraction must be in [0, 1], not {top_fraction}")
         from tokpipe.quality import load_quality_classifier
 
-        # Loaded here so that a bad file or a missing fastText fails when the config is read;
+        # Loaded here so that a bad file fails when the config is read;
         # load_quality_classifier caches it for the rest of the process.
         load_quality_classifier(model)
         self.model = str(model)

@@ -9,6 +9,7 @@
 
 pub mod bpe;
 pub(crate) mod piece_counter;
+pub mod unigram;
 pub mod wordpiece;
 
 use crate::corpus::{CorpusOptions, CorpusReport};

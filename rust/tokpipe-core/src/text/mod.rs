@@ -8,6 +8,7 @@ pub mod chars;
 mod en_special;
 pub mod en_words;
 pub mod encode;
+pub mod fasttext_prep;
 pub mod fineweb;
 pub mod gopher;
 pub mod keys;

@@ -1,0 +1,2 @@
+pub mod lattice;
+pub mod trainer;

@@ -1,0 +1,84 @@
+//! `tokpipe._core` bindings of the quality classifier's kernels: the fastText text
+//! preparation (`tokpipe_core::text::fasttext_prep`) and fastText supervised models
+//! (`tokpipe_core::fasttext`). Arrow buffers in, bytes out; the GIL is released.
+
+use crate::errors::IntoPyResult;
+use crate::kernels::StrBuffers;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tokpipe_core::fasttext::{quality_scores, FastText, Rows};
+use tokpipe_core::text::fasttext_prep::prepare_column;
+
+/// The prepared form of every row, each followed by `line_end`: (offsets as little-endian
+/// i64, data), a `large_string` column's buffers.
+#[pyfunction]
+#[pyo3(signature = (offsets, data, wide, max_chars, line_end=""))]
+pub fn fasttext_prepare<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    wide: bool,
+    max_chars: Option<usize>,
+    line_end: &str,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let column = StrBuffers::get(offsets, data, wide)?;
+    let out = py
+        .detach(|| -> PyResult<_> { Ok(prepare_column(&column.column()?, max_chars, line_end)) })?;
+    let offsets: Vec<u8> = out.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+    Ok((PyBytes::new(py, &offsets), PyBytes::new(py, &out.data)))
+}
+
+/// A fastText supervised model read from its `model.bin` bytes (`name` is named in errors).
+#[pyclass(name = "FastTextModel", module = "tokpipe._core", frozen)]
+pub struct PyFastText {
+    model: FastText,
+}
+
+#[pymethods]
+impl PyFastText {
+    #[new]
+    fn new(py: Python<'_>, data: &[u8], name: &str) -> PyResult<Self> {
+        let model = py.detach(|| FastText::from_bytes(data, name)).py()?;
+        Ok(PyFastText { model })
+    }
+
+    /// The labels, in the model's order.
+    #[getter]
+    fn labels(&self) -> Vec<String> {
+        self.model.labels().to_vec()
+    }
+
+    /// Little-endian f64 per row: the probability of label number `positive` (see
+    /// `tokpipe_core::fasttext::quality_scores`). The rows are documents, prepared with
+    /// `max_chars` first, when `prepare` is true; else lines already prepared.
+    #[pyo3(signature = (offsets, data, wide, positive, prepare, max_chars=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn quality_scores<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: &Bound<'py, PyAny>,
+        data: &Bound<'py, PyAny>,
+        wide: bool,
+        positive: usize,
+        prepare: bool,
+        max_chars: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let column = StrBuffers::get(offsets, data, wide)?;
+        let rows = if prepare {
+            Rows::Documents { max_chars }
+        } else {
+            Rows::Prepared
+        };
+        let scores = py.detach(|| -> PyResult<Vec<u8>> {
+            let scores = quality_scores(&self.model, &column.column()?, positive, rows).py()?;
+            Ok(scores.iter().flat_map(|s| s.to_le_bytes()).collect())
+        })?;
+        Ok(PyBytes::new(py, &scores))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(fasttext_prepare, m)?)?;
+    m.add_class::<PyFastText>()?;
+    Ok(())
+}
