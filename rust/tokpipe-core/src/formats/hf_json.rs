@@ -380,7 +380,7 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
     }
 }
 
-fn normalizer_json(n: Option<Normalizer>) -> Value {
+fn normalizer_json(n: Option<&Normalizer>) -> Value {
     match n {
         None => Value::Null,
         Some(Normalizer::Bert(b)) => json!({
@@ -409,6 +409,11 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
     let root = match tok.model() {
         ModelWrapper::Bpe(model) => bpe_to_json(tok, model),
         ModelWrapper::WordPiece(model) => wordpiece_to_json(tok, model)?,
+        ModelWrapper::Unigram(_) => {
+            return Err(Error::InvalidArgument(
+                "writing a Unigram tokenizer.json is not supported yet".into(),
+            ))
+        }
     };
     serde_json::to_string_pretty(&root)
         .map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
@@ -446,7 +451,7 @@ fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
         Decoder::WordPiece { prefix, cleanup } => {
             json!({"type": "WordPiece", "prefix": prefix, "cleanup": cleanup})
         }
-        Decoder::ByteLevel => Value::Null,
+        _ => Value::Null,
     };
     Ok(json!({
         "version": "1.0",

@@ -1,0 +1,228 @@
+//! sentencepiece's precompiled charsmap: the normalization rules (`nmt_nfkc`, `nfkc`,
+//! `nmt_nfkc_cf`, ...) as they sit inside a `.model` and, base64-encoded, inside HF's
+//! `Precompiled` normalizer.
+//!
+//! The blob is `<trie size: u32 LE><darts-clone double array><replacement strings>`: the double
+//! array maps a rule's source bytes to an offset into the replacement strings, each ending with
+//! a NUL byte. Two ways of reading it are needed, because the two peers read it differently:
+//! - [`CharsMap::longest_prefix`] is sentencepiece's: at each position the longest rule that is
+//!   a prefix of the remaining text.
+//! - [`CharsMap::hf_transform`] is HF's (`spm_precompiled`): the first, i.e. shortest, rule that
+//!   is a prefix of a chunk (a grapheme or a char), looked up only up to a NUL byte.
+//!
+// Why our own reader rather than the `spm_precompiled` crate HF uses: the crate implements only
+// HF's reading (we need sentencepiece's longest match as well), allocates a Vec per lookup,
+// indexes the array unchecked (a malformed blob panics), and has had no release since 2022. The
+// double array's lookup is a dozen lines; here every index is checked and every replacement is
+// validated once, at load, so a broken file is an error and never a panic.
+
+/// A charsmap ready for lookups; keeps the blob it was read from so it can be written back.
+#[derive(Clone, Debug)]
+pub struct CharsMap {
+    blob: Vec<u8>,
+    units: Vec<u32>,
+    /// Where the replacement strings start within `blob`.
+    strings_at: usize,
+    /// `starts_rule[b]`: some rule begins with byte `b` (the root's transitions), so text
+    /// starting with another byte needs no trie walk.
+    starts_rule: [bool; 256],
+}
+
+#[inline]
+fn has_leaf(unit: u32) -> bool {
+    (unit >> 8) & 1 == 1
+}
+
+#[inline]
+fn value(unit: u32) -> u32 {
+    unit & ((1 << 31) - 1)
+}
+
+#[inline]
+fn label(unit: u32) -> u32 {
+    unit & ((1 << 31) | 0xff)
+}
+
+#[inline]
+fn offset(unit: u32) -> u32 {
+    (unit >> 10) << ((unit & (1 << 9)) >> 6)
+}
+
+impl CharsMap {
+    /// Reads a `precompiled_charsmap` blob. The error says what is wrong with it.
+    pub fn from_bytes(blob: &[u8]) -> Result<Self, String> {
+        let size = blob
+            .get(..4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .filter(|_| blob.len() > 4)
+            .ok_or("precompiled_charsmap is too short to hold its header")?;
+        if size > blob.len() - 4 {
+            return Err(format!(
+                "precompiled_charsmap: trie size {size} does not fit the {} bytes of the blob",
+                blob.len()
+            ));
+        }
+        let units: Vec<u32> = blob[4..4 + size]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let strings_at = 4 + size;
+        let map = CharsMap {
+            blob: blob.to_vec(),
+            units,
+            strings_at,
+            starts_rule: [false; 256],
+        };
+        // Value units (the only ones with the top bit set) point at replacement strings: each
+        // must lie inside the blob and be UTF-8, since it is copied into normalized text.
+        for &unit in &map.units {
+            if unit >> 31 == 1 {
+                let at = value(unit) as usize;
+                let s = map.string_at(at).ok_or_else(|| {
+                    format!("precompiled_charsmap: rule points at byte {at}, past its strings")
+                })?;
+                std::str::from_utf8(s).map_err(|_| {
+                    format!("precompiled_charsmap: the replacement at byte {at} is not UTF-8")
+                })?;
+            }
+        }
+        let mut map = map;
+        let root = offset(map.unit(0));
+        for b in 0..=255u32 {
+            map.starts_rule[b as usize] = label(map.unit(root ^ b)) == b;
+        }
+        Ok(map)
+    }
+
+    /// The blob as read (what a `.model` or `tokenizer.json` stores).
+    pub fn blob(&self) -> &[u8] {
+        &self.blob
+    }
+
+    /// A unit; outside the array reads as an empty unit, which matches no label but 0.
+    #[inline]
+    fn unit(&self, i: u32) -> u32 {
+        self.units.get(i as usize).copied().unwrap_or(0)
+    }
+
+    /// The NUL-terminated string at `at` in the replacement strings.
+    fn string_at(&self, at: usize) -> Option<&[u8]> {
+        let strings = &self.blob[self.strings_at..];
+        let rest = strings.get(at..)?;
+        let end = memchr::memchr(0, rest).unwrap_or(rest.len());
+        Some(&rest[..end])
+    }
+
+    /// The replacement a value unit points at (checked at load to be UTF-8).
+    #[inline]
+    fn replacement(&self, unit: u32) -> &str {
+        let s = self.string_at(value(unit) as usize).unwrap_or_default();
+        std::str::from_utf8(s).unwrap_or_default()
+    }
+
+    /// Whether some rule starts with byte `b`.
+    #[inline]
+    pub fn may_match(&self, b: u8) -> bool {
+        self.starts_rule[b as usize]
+    }
+
+    /// sentencepiece's `NormalizePrefix` lookup: the longest rule that is a prefix of `text`,
+    /// as (bytes of `text` it covers, replacement).
+    #[inline]
+    pub fn longest_prefix(&self, text: &[u8]) -> Option<(usize, &str)> {
+        if !text.first().is_some_and(|&b| self.may_match(b)) {
+            return None;
+        }
+        let mut node = offset(self.unit(0));
+        let mut found = None;
+        for (i, &b) in text.iter().enumerate() {
+            node ^= u32::from(b);
+            let unit = self.unit(node);
+            if label(unit) != u32::from(b) {
+                break;
+            }
+            node ^= offset(unit);
+            if has_leaf(unit) {
+                found = Some((i + 1, self.unit(node)));
+            }
+        }
+        found.map(|(len, leaf)| (len, self.replacement(leaf)))
+    }
+
+    /// `spm_precompiled`'s `transform`: the first (shortest) rule that is a prefix of `chunk`,
+    /// whatever it leaves of the chunk; the walk stops at a NUL byte.
+    pub fn hf_transform(&self, chunk: &[u8]) -> Option<&str> {
+        let mut node = offset(self.unit(0));
+        for &b in chunk {
+            if b == 0 {
+                break;
+            }
+            node ^= u32::from(b);
+            let unit = self.unit(node);
+            if label(unit) != u32::from(b) {
+                return None;
+            }
+            node ^= offset(unit);
+            if has_leaf(unit) {
+                return Some(self.replacement(self.unit(node)));
+            }
+        }
+        None
+    }
+}
+
+/// HF's `Precompiled` normalizer: each grapheme cluster shorter than 6 bytes is replaced whole
+/// when a rule is a prefix of it (the shortest such rule, whatever of the grapheme it covers);
+/// otherwise each of its characters is looked up alone. HF's own notes call this reading
+/// "weird" and keep it because converted models were tested against it.
+pub fn hf_normalize<'a>(map: &CharsMap, text: &'a str) -> std::borrow::Cow<'a, str> {
+    use unicode_segmentation::UnicodeSegmentation;
+    if !text.bytes().any(|b| map.may_match(b)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for grapheme in text.graphemes(true) {
+        if grapheme.len() < 6 {
+            if let Some(norm) = map.hf_transform(grapheme.as_bytes()) {
+                out.push_str(norm);
+                continue;
+            }
+        }
+        for (i, c) in grapheme.char_indices() {
+            let part = &grapheme[i..i + c.len_utf8()];
+            match map.hf_transform(part.as_bytes()) {
+                Some(norm) => out.push_str(norm),
+                None => out.push(c),
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broken_blobs_are_errors() {
+        assert!(CharsMap::from_bytes(&[]).is_err());
+        assert!(CharsMap::from_bytes(&[4, 0, 0, 0]).is_err());
+        // Trie size larger than the blob.
+        assert!(CharsMap::from_bytes(&[200, 0, 0, 0, 1, 2, 3, 4, 5]).is_err());
+        // A value unit pointing past the strings.
+        let mut blob = 4u32.to_le_bytes().to_vec();
+        blob.extend_from_slice(&((1u32 << 31) | 1000).to_le_bytes());
+        blob.extend_from_slice(b"a\0");
+        assert!(CharsMap::from_bytes(&blob).is_err());
+    }
+
+    #[test]
+    fn an_empty_trie_matches_nothing() {
+        let mut blob = 4u32.to_le_bytes().to_vec();
+        blob.extend_from_slice(&0u32.to_le_bytes());
+        blob.extend_from_slice(b"\0");
+        let map = CharsMap::from_bytes(&blob).unwrap();
+        assert_eq!(map.longest_prefix(b"abc"), None);
+        assert_eq!(map.hf_transform(b"abc"), None);
+    }
+}

@@ -1,0 +1,295 @@
+//! sentencepiece's normalizer, as `SentencePieceProcessor::Encode` runs it before the model:
+//! the precompiled charsmap ([`super::precompiled`]) applied longest-prefix first, then the
+//! whitespace rules of the model's `NormalizerSpec`:
+//! - `remove_extra_whitespaces`: leading and trailing spaces dropped, runs of spaces collapsed
+//!   (a space is whatever the charsmap turns into `" "`: tabs and newlines under `nmt_nfkc`);
+//! - `add_dummy_prefix`: one space put before the text (after it with the trainer's
+//!   `treat_whitespace_as_suffix`), so a word is spelled the same at the start of a text as
+//!   after a space;
+//! - `escape_whitespaces`: spaces written as U+2581 `▁`.
+//!
+//! User-defined symbols are copied through unnormalized (sentencepiece matches the longest one
+//! at each position before looking at the charsmap), so the model can match them whole.
+
+use super::precompiled::CharsMap;
+use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
+
+/// U+2581, what spaces become.
+pub const SPACE_SYMBOL: &str = "\u{2581}";
+
+#[derive(Clone, Debug)]
+pub struct SentencePieceNormalizer {
+    name: String,
+    charsmap: Option<CharsMap>,
+    add_dummy_prefix: bool,
+    remove_extra_whitespaces: bool,
+    escape_whitespaces: bool,
+    treat_whitespace_as_suffix: bool,
+    user_defined: Option<UserDefined>,
+    /// Bytes copied as they are: ASCII other than the space, with no user-defined symbol and
+    /// no charsmap rule starting with them.
+    plain: [bool; 256],
+    /// The `NormalizerSpec` this came from, serialized, so fields it does not use (a rule TSV,
+    /// extensions) are written back.
+    pub(crate) spec: Option<Vec<u8>>,
+}
+
+/// The longest user-defined symbol at a position (sentencepiece's `PrefixMatcher`).
+#[derive(Clone, Debug)]
+struct UserDefined {
+    matcher: AhoCorasick,
+    /// Bytes a symbol starts with: elsewhere the matcher is not asked.
+    first_bytes: [bool; 256],
+}
+
+impl SentencePieceNormalizer {
+    pub fn new(
+        name: impl Into<String>,
+        charsmap: Option<CharsMap>,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        escape_whitespaces: bool,
+        treat_whitespace_as_suffix: bool,
+    ) -> Self {
+        let mut n = SentencePieceNormalizer {
+            name: name.into(),
+            charsmap,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            escape_whitespaces,
+            treat_whitespace_as_suffix,
+            user_defined: None,
+            plain: [false; 256],
+            spec: None,
+        };
+        n.plain = n.plain_bytes();
+        n
+    }
+
+    /// The rule set's name (`nmt_nfkc`, `identity`, ...), kept for writing the model back.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn charsmap(&self) -> Option<&CharsMap> {
+        self.charsmap.as_ref()
+    }
+
+    pub fn add_dummy_prefix(&self) -> bool {
+        self.add_dummy_prefix
+    }
+
+    pub fn remove_extra_whitespaces(&self) -> bool {
+        self.remove_extra_whitespaces
+    }
+
+    pub fn escape_whitespaces(&self) -> bool {
+        self.escape_whitespaces
+    }
+
+    pub fn treat_whitespace_as_suffix(&self) -> bool {
+        self.treat_whitespace_as_suffix
+    }
+
+    /// Sets the user-defined symbols copied through unnormalized (the model's USER_DEFINED
+    /// pieces).
+    pub fn with_user_defined<'a>(mut self, symbols: impl IntoIterator<Item = &'a str>) -> Self {
+        let symbols: Vec<&str> = symbols.into_iter().filter(|s| !s.is_empty()).collect();
+        self.user_defined = if symbols.is_empty() {
+            None
+        } else {
+            let mut first_bytes = [false; 256];
+            for s in &symbols {
+                first_bytes[s.as_bytes()[0] as usize] = true;
+            }
+            Some(UserDefined {
+                matcher: AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .start_kind(StartKind::Anchored)
+                    .build(&symbols)
+                    .expect("a few literal strings always build"),
+                first_bytes,
+            })
+        };
+        self.plain = self.plain_bytes();
+        self
+    }
+
+    /// The space as written in normalized text.
+    fn space(&self) -> &'static str {
+        if self.escape_whitespaces {
+            SPACE_SYMBOL
+        } else {
+            " "
+        }
+    }
+
+    /// sentencepiece's `NormalizePrefix`: what the text at `rest` becomes, and how many bytes
+    /// of it that covers.
+    #[inline]
+    fn prefix<'a>(&'a self, rest: &'a str) -> (&'a str, usize) {
+        let bytes = rest.as_bytes();
+        if let Some(ud) = &self.user_defined {
+            if ud.first_bytes[bytes[0] as usize] {
+                let input = Input::new(rest).anchored(Anchored::Yes);
+                if let Some(m) = ud.matcher.find(input) {
+                    return (&rest[..m.end()], m.end());
+                }
+            }
+        }
+        if let Some((len, replacement)) = self
+            .charsmap
+            .as_ref()
+            .and_then(|map| map.longest_prefix(bytes))
+        {
+            return (replacement, len);
+        }
+        let len = utf8_len(bytes[0]);
+        (&rest[..len], len)
+    }
+
+    fn plain_bytes(&self) -> [bool; 256] {
+        let mut plain = [false; 256];
+        for b in 0..128u8 {
+            plain[b as usize] = b != b' '
+                && !self.charsmap.as_ref().is_some_and(|m| m.may_match(b))
+                && !self
+                    .user_defined
+                    .as_ref()
+                    .is_some_and(|u| u.first_bytes[b as usize]);
+        }
+        plain
+    }
+
+    /// The normalized text, as sentencepiece gives it (`SentencePieceProcessor::Normalize`).
+    pub fn normalize(&self, text: &str) -> String {
+        let mut out = String::new();
+        self.normalize_into(text, &mut out);
+        out
+    }
+
+    /// [`SentencePieceNormalizer::normalize`] into `out` (cleared first).
+    pub fn normalize_into(&self, text: &str, out: &mut String) {
+        out.clear();
+        let mut rest = text;
+        if self.remove_extra_whitespaces {
+            while !rest.is_empty() {
+                let (normalized, len) = self.prefix(rest);
+                if normalized != " " {
+                    break;
+                }
+                rest = &rest[len..];
+            }
+        }
+        if rest.is_empty() {
+            return;
+        }
+        out.reserve(rest.len() + rest.len() / 4 + 4);
+        let space = self.space();
+        if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
+            out.push_str(space);
+        }
+        let plain = &self.plain;
+        let mut is_prev_space = self.remove_extra_whitespaces;
+        while !rest.is_empty() {
+            let bytes = rest.as_bytes();
+            // A run of plain ASCII is copied whole: it cannot start with a space and does not
+            // end with one.
+            let run = bytes.iter().take_while(|&&b| plain[b as usize]).count();
+            if run > 0 {
+                out.push_str(&rest[..run]);
+                rest = &rest[run..];
+                is_prev_space = false;
+                continue;
+            }
+            let (mut piece, len) = self.prefix(rest);
+            if is_prev_space {
+                piece = piece.trim_start_matches(' ');
+            }
+            if !piece.is_empty() {
+                if self.escape_whitespaces {
+                    push_escaped(out, piece);
+                } else {
+                    out.push_str(piece);
+                }
+                is_prev_space = piece.ends_with(' ');
+            }
+            rest = &rest[len..];
+            if !self.remove_extra_whitespaces {
+                is_prev_space = false;
+            }
+        }
+        if self.remove_extra_whitespaces {
+            while out.ends_with(space) {
+                out.truncate(out.len() - space.len());
+            }
+        }
+        if self.treat_whitespace_as_suffix && self.add_dummy_prefix {
+            out.push_str(space);
+        }
+    }
+}
+
+/// `piece` with every space written as `▁`.
+#[inline]
+fn push_escaped(out: &mut String, piece: &str) {
+    let mut rest = piece;
+    while let Some(i) = memchr::memchr(b' ', rest.as_bytes()) {
+        out.push_str(&rest[..i]);
+        out.push_str(SPACE_SYMBOL);
+        rest = &rest[i + 1..];
+    }
+    out.push_str(rest);
+}
+
+/// Length of the UTF-8 character a lead byte starts (sentencepiece's `OneCharLen`; the text is
+/// valid UTF-8, so never a trailing byte here).
+#[inline]
+pub(crate) fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0xbf => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(dummy: bool, remove: bool, escape: bool, suffix: bool) -> SentencePieceNormalizer {
+        SentencePieceNormalizer::new("identity", None, dummy, remove, escape, suffix)
+    }
+
+    #[test]
+    fn whitespace_rules_without_a_charsmap() {
+        let n = identity(true, true, true, false);
+        assert_eq!(n.normalize("  hello   world  "), "▁hello▁world");
+        assert_eq!(n.normalize("   "), "");
+        assert_eq!(n.normalize(""), "");
+        // Only the space is whitespace without a charsmap: a tab stays.
+        assert_eq!(n.normalize("a\tb"), "▁a\tb");
+        let n = identity(false, false, false, false);
+        assert_eq!(n.normalize("  a  b "), "  a  b ");
+        let n = identity(true, false, true, false);
+        assert_eq!(n.normalize(" a  b "), "▁▁a▁▁b▁");
+        let n = identity(true, true, true, true);
+        assert_eq!(n.normalize(" a b "), "a▁b▁");
+    }
+
+    #[test]
+    fn user_defined_symbols_pass_through_longest_first() {
+        let n = identity(true, true, true, false).with_user_defined(["<sep>", "<se", "a b"]);
+        assert_eq!(n.normalize("x<sep>y a b"), "▁x<sep>y▁a▁b");
+        assert_eq!(n.normalize("<se"), "▁<se");
+    }
+
+    #[test]
+    fn long_plain_runs_take_the_fast_path_and_agree() {
+        let n = identity(true, true, true, false);
+        let text = "word ".repeat(40) + "  end ";
+        let expected: String = format!("▁{}", "word▁".repeat(40)) + "end";
+        assert_eq!(n.normalize(&text), expected);
+    }
+}
