@@ -579,9 +579,14 @@ impl Tokenizer {
 
     /// The `n` best segmentations of `text` with their scores, best first, as sentencepiece's
     /// `NBestEncodeAsIds` gives them (added tokens that are not special are kept whole, special
-    /// tokens are text). `n` is clamped to 1..=1024.
+    /// tokens are text). `n` is at most 512, as there; 0 and 1 give the best alone.
     pub fn encode_nbest(&self, text: &str, n: usize) -> Result<Vec<(Vec<u32>, f32)>> {
         let model = self.unigram_model("n-best encoding")?;
+        if n > MAX_NBEST {
+            return Err(Error::InvalidArgument(format!(
+                "n must be at most {MAX_NBEST}, not {n}"
+            )));
+        }
         let owned = self.unigram_segments(text)?;
         let segments: Vec<Segment<'_>> = owned.iter().map(OwnedSegment::as_segment).collect();
         Ok(model.nbest(&segments, n))
@@ -678,16 +683,19 @@ impl OwnedSegment {
     }
 }
 
-/// sentencepiece refuses `nbest_size > 512` when sampling; `alpha` must be a number.
+/// sentencepiece's largest n-best size (`kMaxNBestSize`).
+const MAX_NBEST: usize = 512;
+
+/// sentencepiece refuses `nbest_size > 512` and an `alpha` that is negative or not finite.
 fn check_sampling(alpha: f32, nbest_size: i32) -> Result<()> {
-    if nbest_size > 512 {
+    if nbest_size > MAX_NBEST as i32 {
         return Err(Error::InvalidArgument(format!(
-            "nbest_size must be at most 512 when sampling, not {nbest_size}"
+            "nbest_size must be at most {MAX_NBEST}, not {nbest_size}"
         )));
     }
-    if !alpha.is_finite() {
+    if !alpha.is_finite() || alpha < 0.0 {
         return Err(Error::InvalidArgument(format!(
-            "alpha must be a finite number, not {alpha}"
+            "alpha must be a finite number >= 0, not {alpha}"
         )));
     }
     Ok(())

@@ -555,12 +555,16 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
     if fresh {
         trainer.set_int32(field::MODEL_TYPE, model_type::UNIGRAM);
         trainer.set_int32(field::VOCAB_SIZE, model.len() as i32);
-        let unk = &model.pieces()[model.unk_id() as usize].text;
-        trainer.set_int32(field::UNK_ID, model.unk_id() as i32);
+        trainer.set_int32(field::UNK_ID, model.unk_id().map_or(-1, |u| u as i32));
         trainer.set_int32(field::BOS_ID, id_of(PieceKind::Control, "<s>"));
         trainer.set_int32(field::EOS_ID, id_of(PieceKind::Control, "</s>"));
         trainer.set_int32(field::PAD_ID, id_of(PieceKind::Control, "<pad>"));
-        trainer.set_bytes(field::UNK_PIECE, unk.as_bytes());
+        if let Some(unk) = model.unk_id() {
+            trainer.set_bytes(
+                field::UNK_PIECE,
+                model.pieces()[unk as usize].text.as_bytes(),
+            );
+        }
     }
     set_if_changed(
         &mut trainer,

@@ -4,16 +4,17 @@
 //!
 //! The two peers agree on the algorithm and differ in details that change ids on real text,
 //! so a model carries the [`Semantics`] of the file it came from:
-//! - **sentencepiece** (`.model`): only NORMAL, USER_DEFINED and UNUSED pieces are matched (an
-//!   UNUSED piece never wins); a USER_DEFINED piece scores `len * max_score - 0.1`, which makes
-//!   it win over any split of it; the unknown score is `min(NORMAL scores) - 10`, in `f32`.
+//! - **sentencepiece** (`.model`, the rules of sentencepiece 0.2.3): only NORMAL, USER_DEFINED
+//!   and UNUSED pieces are matched (an UNUSED piece never wins); a USER_DEFINED piece of `n`
+//!   bytes scores `0.1 * (n - 1)`, above any log probability, so it wins over any split of it;
+//!   the unknown score is `min(NORMAL scores) - 10`. Path scores are `f32` sums, and whenever
+//!   the score at the current position passes ±100,000 every pending score is rebased to it.
 //! - **HF** (`tokenizer.json`): every piece is matched (its user-defined symbols are added
-//!   tokens instead), the unknown score is `min(all scores) - 10`.
+//!   tokens instead), the unknown score is `min(all scores) - 10`, and sums are `f64`.
 //!
-//! Both sum path scores in `f64`. Near-ties are frequent on long texts (a path's score is in
-//! the tens of thousands there), so the precision decides ids: sentencepiece 0.2 agrees with
-//! `f64` sums on every shared document and disagrees with `f32` sums, or with `f64` sums
-//! stored as `f32`, on a third of them.
+//! Near-ties are common in long texts, so this arithmetic decides ids: `f64` sums, or `f32`
+//! sums without the rebasing, give other ids than sentencepiece on a third of the shared
+//! documents (a run of dots splits `'.', '......'` or `'......', '.'` by it).
 //!
 //! Then both fuse runs of unknown pieces into one `<unk>` id, or with `byte_fallback` spell
 //! them as `<0xNN>` byte pieces.
@@ -27,6 +28,18 @@ use std::cell::RefCell;
 
 /// sentencepiece's `kUnkPenalty` (HF's `K_UNK_PENALTY`).
 const UNK_PENALTY: f32 = 10.0;
+
+/// sentencepiece's `kScoreResetThreshold`: past this magnitude path scores are rebased.
+const SCORE_RESET: f32 = 100_000.0;
+
+/// sentencepiece's `kMaxPieceSize`: a piece this long is refused.
+const MAX_PIECE_BYTES: usize = 8000;
+
+/// sentencepiece's `GetUserDefinedScore`: `0.1 * (length - 1)`, computed in `f64` and kept as
+/// the `f32` it is returned as.
+pub(crate) fn user_defined_score(length: usize) -> f32 {
+    (0.1 * (length as f64 - 1.0)) as f32
+}
 
 /// A piece's type in a sentencepiece model (`ModelProto.SentencePiece.Type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,22 +126,52 @@ pub fn piece_byte(piece: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
+/// A path score: `f32` for sentencepiece, `f64` for HF.
+pub(crate) trait PathScore:
+    Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::SubAssign
+{
+    const ZERO: Self;
+    /// sentencepiece rebases scores past ±[`SCORE_RESET`]; HF never does.
+    fn needs_reset(self) -> bool;
+}
+
+impl PathScore for f32 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn needs_reset(self) -> bool {
+        !(-SCORE_RESET..=SCORE_RESET).contains(&self)
+    }
+}
+
+impl PathScore for f64 {
+    const ZERO: Self = 0.0;
+    #[inline(always)]
+    fn needs_reset(self) -> bool {
+        false
+    }
+}
+
 /// The best path ending at a byte position (sentencepiece's `BestPathNode`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct BestPath {
-    score: f64,
+pub(crate) struct BestPath<S> {
+    score: S,
     /// Where the path's last piece starts; [`NONE`] while no path ends here.
     start: u32,
     id: u32,
 }
 
-/// Best paths by byte position, and the (start, id) pieces of the best one.
-type Scratch = (Vec<BestPath>, Vec<(u32, u32)>);
+/// Best paths by byte position for each arithmetic, and the (start, id) pieces of the best one.
+#[derive(Default)]
+struct Scratch {
+    best32: Vec<BestPath<f32>>,
+    best64: Vec<BestPath<f64>>,
+    path: Vec<(u32, u32)>,
+}
 
 thread_local! {
-    /// Reused across calls: a document's best paths (16 bytes per byte of text) and its
+    /// Reused across calls: a document's best paths (12 or 16 bytes per byte of text) and its
     /// pieces, so encoding allocates nothing per call once warm.
-    static SCRATCH: RefCell<Scratch> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 #[derive(Clone, Debug)]
@@ -143,13 +186,15 @@ pub struct UnigramModel {
     byte_ids: Box<[u32; 256]>,
     semantics: Semantics,
     trie: DoubleArray,
-    /// What the Viterbi adds for each matchable piece, by id.
-    viterbi_score: Vec<f64>,
-    /// The score of an unknown character (an `f32` value for sentencepiece).
-    unk_score: f64,
-    /// sentencepiece's `min_score_` / `max_score_` over NORMAL pieces (`f32`).
+    /// What the Viterbi adds for each matchable piece, by id: `f32` for sentencepiece (a
+    /// USER_DEFINED piece's bonus included), `f64` for HF; the other vector is empty.
+    scores32: Vec<f32>,
+    scores64: Vec<f64>,
+    /// The score of an unknown character.
+    unk_score32: f32,
+    unk_score64: f64,
+    /// sentencepiece's `min_score_` over NORMAL pieces.
     min_score: f32,
-    max_score: f32,
     /// What a `.model` held beyond the pieces, for writing it back unchanged.
     pub(crate) spm_extras: Option<std::sync::Arc<SpmExtras>>,
 }
@@ -173,9 +218,11 @@ impl UnigramModel {
     /// A model from pieces in id order.
     ///
     /// With [`Semantics::SentencePiece`] the checks of sentencepiece's loader apply: no empty
-    /// piece, no piece given twice, exactly one UNKNOWN piece, BYTE pieces only with
-    /// `byte_fallback` and then all 256. With [`Semantics::HuggingFace`], `unk_id` names the
-    /// unknown piece and a piece given twice keeps its last id, as HF does.
+    /// piece, none of 8000 bytes or more, none holding a NUL (but an UNUSED `"\0"`, which is
+    /// left out), no score that is NaN or infinite, no piece given twice, one UNKNOWN piece
+    /// (none is allowed with `byte_fallback`), BYTE pieces only with `byte_fallback` and then
+    /// all 256. With [`Semantics::HuggingFace`], `unk_id` names the unknown piece and a piece
+    /// given twice keeps its last id, as HF does.
     pub fn new(
         pieces: Vec<Piece>,
         unk_id: Option<u32>,
@@ -200,6 +247,27 @@ impl UnigramModel {
                     let id = id as u32;
                     if p.text.is_empty() {
                         return Err(bad(format!("piece {id} is empty")));
+                    }
+                    if p.text.len() >= MAX_PIECE_BYTES {
+                        return Err(bad(format!(
+                            "piece {id} is too long ({} bytes)",
+                            p.text.len()
+                        )));
+                    }
+                    if !p.score.is_finite() {
+                        return Err(bad(format!(
+                            "piece {id} {:?} has score {}",
+                            p.text, p.score
+                        )));
+                    }
+                    if p.text == "\0" && p.kind == PieceKind::Unused {
+                        continue;
+                    }
+                    if p.text.contains('\0') {
+                        return Err(bad(format!(
+                            "piece {id} {:?} holds a NUL character",
+                            p.text
+                        )));
                     }
                     let normal = matches!(
                         p.kind,
@@ -241,7 +309,13 @@ impl UnigramModel {
                 for (text, id) in reserved {
                     vocab.insert(text.into(), id);
                 }
-                let unk = unk.ok_or_else(|| bad("no UNKNOWN piece (<unk>) is defined".into()))?;
+                // With byte_fallback an unknown character is always spelled in bytes, so the
+                // model needs no unknown piece.
+                let unk = match unk {
+                    Some(unk) => unk,
+                    None if byte_fallback => NONE,
+                    None => return Err(bad("no UNKNOWN piece (<unk>) is defined".into())),
+                };
                 if unk_id.is_some_and(|given| given != unk) {
                     return Err(bad(format!(
                         "unk_id {} is not the UNKNOWN piece {unk}",
@@ -274,42 +348,40 @@ impl UnigramModel {
         };
 
         let mut min_score = f32::MAX;
-        let mut max_score = f32::MIN_POSITIVE; // sentencepiece starts from FLT_MIN, sic
         for p in pieces.iter().filter(|p| p.kind == PieceKind::Normal) {
             min_score = min_score.min(p.score as f32);
-            max_score = max_score.max(p.score as f32);
         }
-        let mut viterbi_score = vec![0.0f64; pieces.len()];
+        let mut scores32 = Vec::new();
+        let mut scores64 = Vec::new();
         let mut keys: Vec<(&[u8], u32)> = Vec::with_capacity(pieces.len());
-        let unk_score = match semantics {
+        let mut unk_score64 = 0.0;
+        match semantics {
             Semantics::SentencePiece => {
+                scores32 = vec![0.0f32; pieces.len()];
                 for (id, p) in pieces.iter().enumerate() {
-                    match p.kind {
-                        PieceKind::Normal => {
-                            viterbi_score[id] = f64::from(p.score as f32);
-                            keys.push((p.text.as_bytes(), id as u32));
-                        }
-                        PieceKind::UserDefined => {
-                            // `length * max_score_ - 0.1`: a float product, then a double.
-                            viterbi_score[id] = f64::from(p.text.len() as f32 * max_score) - 0.1;
-                            keys.push((p.text.as_bytes(), id as u32));
-                        }
-                        // In the trie but skipped: a prefix path without a piece is the same.
-                        _ => {}
+                    let score = match p.kind {
+                        PieceKind::Normal => p.score as f32,
+                        PieceKind::UserDefined => user_defined_score(p.text.len()),
+                        // An UNUSED piece is in sentencepiece's trie but skipped: a prefix
+                        // path without a piece is the same.
+                        _ => continue,
+                    };
+                    if p.text.contains('\0') {
+                        continue;
                     }
-                }
-                f64::from(min_score - UNK_PENALTY)
-            }
-            Semantics::HuggingFace => {
-                let mut min = f64::INFINITY;
-                for (id, p) in pieces.iter().enumerate() {
-                    viterbi_score[id] = p.score;
-                    min = min.min(p.score);
+                    scores32[id] = score;
                     keys.push((p.text.as_bytes(), id as u32));
                 }
-                min - f64::from(UNK_PENALTY)
             }
-        };
+            Semantics::HuggingFace => {
+                scores64 = pieces.iter().map(|p| p.score).collect();
+                let min = scores64.iter().copied().fold(f64::INFINITY, f64::min);
+                unk_score64 = min - f64::from(UNK_PENALTY);
+                for (id, p) in pieces.iter().enumerate() {
+                    keys.push((p.text.as_bytes(), id as u32));
+                }
+            }
+        }
         let trie = DoubleArray::build(keys);
         Ok(UnigramModel {
             pieces,
@@ -319,10 +391,11 @@ impl UnigramModel {
             byte_ids,
             semantics,
             trie,
-            viterbi_score,
-            unk_score,
+            scores32,
+            scores64,
+            unk_score32: min_score - UNK_PENALTY,
+            unk_score64,
             min_score,
-            max_score,
             spm_extras: None,
         })
     }
@@ -331,7 +404,13 @@ impl UnigramModel {
         &self.pieces
     }
 
-    pub fn unk_id(&self) -> u32 {
+    /// The unknown piece's id (none in a byte-fallback sentencepiece model without one).
+    pub fn unk_id(&self) -> Option<u32> {
+        (self.unk_id != NONE).then_some(self.unk_id)
+    }
+
+    /// The unknown id, or [`NONE`].
+    pub(crate) fn unk_or_none(&self) -> u32 {
         self.unk_id
     }
 
@@ -363,10 +442,6 @@ impl UnigramModel {
         &self.trie
     }
 
-    pub(crate) fn max_score(&self) -> f32 {
-        self.max_score
-    }
-
     pub(crate) fn min_score(&self) -> f32 {
         self.min_score
     }
@@ -379,14 +454,21 @@ impl UnigramModel {
         }
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let (best, path) = &mut *scratch;
-            self.viterbi(text.as_bytes(), best);
+            let Scratch {
+                best32,
+                best64,
+                path,
+            } = &mut *scratch;
             path.clear();
-            let mut end = text.len();
-            while end > 0 {
-                let node = best[end];
-                path.push((node.start, node.id));
-                end = node.start as usize;
+            match self.semantics {
+                Semantics::SentencePiece => {
+                    self.viterbi(text.as_bytes(), &self.scores32, self.unk_score32, best32);
+                    backtrack(best32, path);
+                }
+                Semantics::HuggingFace => {
+                    self.viterbi(text.as_bytes(), &self.scores64, self.unk_score64, best64);
+                    backtrack(best64, path);
+                }
             }
             let spans = path.iter().rev().map(|&(start, id)| (start as usize, id));
             self.emit(text.as_bytes(), spans, out);
@@ -425,24 +507,41 @@ impl UnigramModel {
         }
     }
 
-    /// Fills `best[pos]` with the best path ending at each byte position.
+    /// Fills `best[pos]` with the best path ending at each byte position (sentencepiece's
+    /// `EncodeOptimized`; HF's `encode_optimized` is the same without the rebasing).
     #[inline(never)]
-    fn viterbi(&self, text: &[u8], best: &mut Vec<BestPath>) {
+    fn viterbi<S: PathScore>(
+        &self,
+        text: &[u8],
+        scores: &[S],
+        unk_score: S,
+        best: &mut Vec<BestPath<S>>,
+    ) {
         let n = text.len();
         best.clear();
         best.resize(
             n + 1,
             BestPath {
-                score: 0.0,
+                score: S::ZERO,
                 start: NONE,
                 id: 0,
             },
         );
         let trie = &self.trie;
-        let scores = &self.viterbi_score[..];
+        // The furthest position any path reaches yet: what a rebase must cover.
+        let mut frontier = 0usize;
         let mut start = 0usize;
         while start < n {
-            let till_here = best[start].score;
+            let mut till_here = best[start].score;
+            if till_here.needs_reset() {
+                let offset = till_here;
+                for (i, node) in best[start..=frontier.max(start)].iter_mut().enumerate() {
+                    if i == 0 || node.start != NONE {
+                        node.score -= offset;
+                    }
+                }
+                till_here = S::ZERO;
+            }
             let mblen = crate::normalizers::sentencepiece::utf8_len(text[start]).min(n - start);
             let mut has_single = false;
             let mut state = 0u32;
@@ -457,6 +556,7 @@ impl UnigramModel {
                 if id == NONE {
                     continue;
                 }
+                frontier = frontier.max(pos);
                 let candidate = scores[id as usize] + till_here;
                 let target = &mut best[pos];
                 if target.start == NONE || candidate > target.score {
@@ -467,7 +567,8 @@ impl UnigramModel {
                 has_single |= pos - start == mblen;
             }
             if !has_single {
-                let candidate = self.unk_score + till_here;
+                frontier = frontier.max(start + mblen);
+                let candidate = unk_score + till_here;
                 let target = &mut best[start + mblen];
                 if target.start == NONE || candidate > target.score {
                     target.score = candidate;
@@ -477,6 +578,16 @@ impl UnigramModel {
             }
             start += mblen;
         }
+    }
+}
+
+/// The (start, id) pieces of the best path to the end, last first.
+fn backtrack<S: Copy>(best: &[BestPath<S>], path: &mut Vec<(u32, u32)>) {
+    let mut end = best.len() - 1;
+    while end > 0 {
+        let node = best[end];
+        path.push((node.start, node.id));
+        end = node.start as usize;
     }
 }
 
@@ -546,7 +657,7 @@ mod tests {
                 };
                 single |= end - at == ch;
                 let (s, mut ids) = go(m, text, end);
-                let s = s + m.viterbi_score[id as usize];
+                let s = s + f64::from(m.scores32[id as usize]);
                 if best.as_ref().is_none_or(|b| s > b.0) {
                     ids.insert(0, id);
                     best = Some((s, ids));
@@ -554,7 +665,7 @@ mod tests {
             }
             if !single {
                 let (s, mut ids) = go(m, text, at + ch);
-                let s = s + m.unk_score;
+                let s = s + f64::from(m.unk_score32);
                 if best.as_ref().is_none_or(|b| s > b.0) {
                     ids.insert(0, m.unk_id);
                     best = Some((s, ids));

@@ -21,7 +21,7 @@
 //! as HF's pre-tokenized words) and fixed tokens (added tokens), so the same code serves a
 //! whole sentencepiece text and a pre-tokenized one.
 
-use super::model::{PieceKind, Semantics, UnigramModel};
+use super::model::{user_defined_score, PieceKind, Semantics, UnigramModel};
 use super::trie::NONE;
 use crate::normalizers::sentencepiece::utf8_len;
 
@@ -34,9 +34,15 @@ pub enum Segment<'a> {
     Token(u32),
 }
 
-/// sentencepiece's `kMaxAgendaSize` and `kMinAgendaSize`.
+/// sentencepiece's bounds on the A* search (`kMaxAgendaSize`, `kMinAgendaSize`,
+/// `kMaxHypothesisSize`, `kMaxAllocatorSize`, `kMaxShrinkCount`): past them the agenda is cut
+/// to its best entries, and past the last ones the search gives up and returns the best path
+/// alone.
 const MAX_AGENDA: usize = 10_000;
 const MIN_AGENDA: usize = 512;
+const MAX_HYPOTHESES: usize = 100_000;
+const MAX_ALLOCATED: usize = 500_000;
+const MAX_SHRINKS: usize = 10;
 
 /// Sebastiano Vigna's SplitMix64: small, fast, and good enough for drawing segmentations.
 #[derive(Clone, Debug)]
@@ -228,9 +234,8 @@ impl UnigramModel {
     fn lattice_score(&self, id: u32, length: u32) -> f32 {
         match (self.semantics(), self.piece_kind(id)) {
             (Semantics::SentencePiece, Some(PieceKind::UserDefined)) => {
-                (f64::from(length as f32 * self.max_score()) - 0.1) as f32
+                user_defined_score(length as usize)
             }
-            (_, Some(p)) if p == PieceKind::Unknown && id == self.unk_id() => self.unk_node_score(),
             _ => self.pieces()[id as usize].score as f32,
         }
     }
@@ -325,7 +330,7 @@ impl UnigramModel {
                             nodes.push(Node {
                                 pos,
                                 length: 1,
-                                id: self.unk_id(),
+                                id: self.unk_or_none(),
                                 score: self.unk_node_score(),
                                 backtrace: 0.0,
                             });
@@ -445,7 +450,12 @@ impl UnigramModel {
             return vec![(ids, 0.0)];
         }
         let mut lattice = self.lattice(segments);
-        lattice.viterbi();
+        let best_path = lattice.viterbi();
+        let best_only = |lattice: &Lattice| {
+            let mut ids = Vec::new();
+            self.emit_path(lattice, segments, &best_path, &mut ids);
+            vec![(ids, lattice.nodes[EOS as usize].backtrace)]
+        };
         let mut hyps = vec![Hyp {
             node: EOS,
             next: NONE,
@@ -454,6 +464,10 @@ impl UnigramModel {
         }];
         let mut agenda = Agenda { heap: Vec::new() };
         agenda.push(&hyps, 0);
+        let min_agenda = MIN_AGENDA.min(n * 10);
+        let mut max_hypotheses = MAX_HYPOTHESES;
+        let mut total = 1usize;
+        let mut shrinks = 0;
         let mut results = Vec::new();
         while let Some(top) = agenda.pop(&hyps) {
             let h = hyps[top as usize];
@@ -472,8 +486,8 @@ impl UnigramModel {
                 }
                 continue;
             }
-            let pos = lattice.nodes[h.node as usize].pos;
-            for &l in lattice.end_nodes(pos) {
+            let ends = lattice.end_nodes(lattice.nodes[h.node as usize].pos);
+            for &l in ends {
                 let node = lattice.nodes[l as usize];
                 hyps.push(Hyp {
                     node: l,
@@ -484,19 +498,22 @@ impl UnigramModel {
                 let new = (hyps.len() - 1) as u32;
                 agenda.push(&hyps, new);
             }
-            if agenda.len() >= MAX_AGENDA {
-                let keep = MIN_AGENDA.min(n * 10);
-                let mut kept = Agenda {
-                    heap: Vec::with_capacity(keep),
-                };
-                let mut order = Vec::with_capacity(keep);
-                for _ in 0..keep {
-                    match agenda.pop(&hyps) {
-                        Some(t) => order.push(t),
-                        None => break,
-                    }
+            total += ends.len();
+            if total >= MAX_ALLOCATED || hyps.len() >= MAX_ALLOCATED {
+                return best_only(&lattice);
+            }
+            if agenda.len() >= MAX_AGENDA
+                || (agenda.len() > min_agenda && hyps.len() >= max_hypotheses)
+            {
+                if shrinks >= MAX_SHRINKS {
+                    return best_only(&lattice);
                 }
-                // Keep only the hypotheses still reachable, so memory stays bounded.
+                shrinks += 1;
+                let keep = agenda.len().min(min_agenda);
+                let order: Vec<u32> = (0..keep).filter_map(|_| agenda.pop(&hyps)).collect();
+                // The kept hypotheses and the ones on their paths, copied into a new arena
+                // (sentencepiece's CloneHypAndDependents): the arena's size after a shrink
+                // sets the next bound, so it must hold exactly these.
                 let mut remap = rustc_hash::FxHashMap::default();
                 let mut compact: Vec<Hyp> = Vec::new();
                 for &t in &order {
@@ -516,10 +533,13 @@ impl UnigramModel {
                     }
                 }
                 hyps = compact;
+                agenda = Agenda {
+                    heap: Vec::with_capacity(keep),
+                };
                 for &t in &order {
-                    kept.push(&hyps, remap[&t]);
+                    agenda.push(&hyps, remap[&t]);
                 }
-                agenda = kept;
+                max_hypotheses = hyps.len() + MAX_HYPOTHESES;
             }
         }
         results
