@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import tokpipe
 from tests.conftest import CORPORA, VOCAB
+from tests.parity.peers import TRAINED, USER_DEFINED, trained
 
 MODELS = ["spm_botchan_unigram_1000.model", "spm_ja_unigram_8000.model"]
 
@@ -153,34 +154,6 @@ def test_broken_models_are_clear_errors(tmp_path: Path) -> None:
 
 
 # -- models trained by sentencepiece here ----------------------------------------------------
-
-USER_DEFINED = ["<sep>", "[MASK]", "@@", "日本", "New York"]
-
-TRAINED = {
-    # Byte fallback (unknown characters as <0xNN> pieces), user-defined and extra control
-    # symbols.
-    "bytes_user_defined": dict(byte_fallback=True, user_defined_symbols=USER_DEFINED, control_symbols=["<ctl>"]),
-    "nfkc": dict(normalization_rule_name="nfkc"),
-    "identity_suffix": dict(normalization_rule_name="identity", treat_whitespace_as_suffix=True,
-                            remove_extra_whitespaces=False),
-    # Pieces across spaces, no dummy prefix, case folding, a pad piece and another unk surface.
-    "nfkc_cf_no_split": dict(normalization_rule_name="nmt_nfkc_cf", add_dummy_prefix=False,
-                             split_by_whitespace=False, pad_id=3, unk_surface="<?>"),
-    "whitespace_pieces": dict(allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
-                              split_digits=True),
-}
-
-
-@functools.lru_cache(maxsize=None)
-def trained(name: str) -> bytes:
-    """A Unigram model sentencepiece trains on botchan and some Japanese (3000 pieces)."""
-    lines = (CORPORA / "text" / "botchan.txt").read_text(encoding="utf-8").splitlines()
-    lines += (CORPORA / "text" / "wagahaiwa_nekodearu.txt").read_text(encoding="utf-8").splitlines()[:300]
-    buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, model_type="unigram",
-                                   vocab_size=3000, num_threads=2, minloglevel=2, **TRAINED[name])
-    return buf.getvalue()
-
 
 @functools.lru_cache(maxsize=None)
 def trained_pair(name: str) -> tuple[spm.SentencePieceProcessor, tokpipe.Tokenizer]:

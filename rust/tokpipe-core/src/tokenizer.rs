@@ -47,6 +47,10 @@ pub struct AddedToken {
     pub content: String,
     pub id: u32,
     pub special: bool,
+    /// HF's `normalized` flag, kept for writing the file back. (HF matches such a token in the
+    /// normalized text; it is matched in the raw text here, which is the same for the
+    /// tokenizers whose normalizer leaves the token's spelling alone.)
+    pub normalized: bool,
 }
 
 impl AddedToken {
@@ -55,6 +59,7 @@ impl AddedToken {
             content: content.into(),
             id,
             special: true,
+            normalized: false,
         }
     }
 }
@@ -67,6 +72,12 @@ pub enum PostProcessor {
     Bert {
         cls: (String, u32),
         sep: (String, u32),
+    },
+    /// HF's `TemplateProcessing` for one sequence: special tokens before and after it
+    /// (`<s> $A </s>`, T5's `$A </s>`, Llama's `<s> $A`).
+    Template {
+        before: Vec<(String, u32)>,
+        after: Vec<(String, u32)>,
     },
 }
 
@@ -332,15 +343,19 @@ impl Tokenizer {
         add_special_tokens: bool,
     ) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 3);
-        if add_special_tokens {
-            if let Some(PostProcessor::Bert { cls, sep }) = &self.post_processor {
+        match (add_special_tokens, &self.post_processor) {
+            (true, Some(PostProcessor::Bert { cls, sep })) => {
                 out.push(cls.1);
                 self.encode_into(text, allowed, &mut out)?;
                 out.push(sep.1);
-                return Ok(out);
             }
+            (true, Some(PostProcessor::Template { before, after })) => {
+                out.extend(before.iter().map(|t| t.1));
+                self.encode_into(text, allowed, &mut out)?;
+                out.extend(after.iter().map(|t| t.1));
+            }
+            _ => self.encode_into(text, allowed, &mut out)?,
         }
-        self.encode_into(text, allowed, &mut out)?;
         Ok(out)
     }
 
@@ -352,6 +367,12 @@ impl Tokenizer {
             return Ok(());
         }
         match &self.normalizer {
+            // Metaspace's `first` needs to know whether normalizing dropped the stretch's
+            // first characters (HF's alignments).
+            Some(n) if at_start && self.pre.prepends_first_only() => {
+                let (normalized, from_start) = n.normalize_from_start(text);
+                self.encode_normalized(&normalized, from_start, out)
+            }
             Some(n) => self.encode_normalized(&n.normalize(text), at_start, out),
             None => self.encode_normalized(text, at_start, out),
         }
@@ -516,6 +537,8 @@ impl Tokenizer {
         })
     }
 
+    /// HF's `decode` with `skip_special_tokens`: the tokens' strings through each decoder;
+    /// without a decoder they are joined by spaces, as HF does.
     fn decode_steps(&self, ids: &[u32], steps: &[DecodeStep]) -> Result<String> {
         let mut tokens = Vec::with_capacity(ids.len());
         for &id in ids {
@@ -534,6 +557,9 @@ impl Tokenizer {
             })?;
             tokens.push(token.into_owned());
         }
+        if steps.is_empty() {
+            return Ok(tokens.join(" "));
+        }
         for step in steps {
             tokens = step.apply(tokens);
         }
@@ -549,9 +575,12 @@ impl Tokenizer {
                 Stretch::Added(id) => segments.push(OwnedSegment::Token(id)),
                 Stretch::Text("", _) => {}
                 Stretch::Text(t, at_start) => {
-                    let normalized = match &self.normalizer {
-                        Some(n) => n.normalize(t),
-                        None => std::borrow::Cow::Borrowed(t),
+                    let (normalized, at_start) = match &self.normalizer {
+                        Some(n) if at_start && self.pre.prepends_first_only() => {
+                            n.normalize_from_start(t)
+                        }
+                        Some(n) => (n.normalize(t), at_start),
+                        None => (std::borrow::Cow::Borrowed(t), at_start),
                     };
                     match &self.pre {
                         PreTokenizer::Whole => {

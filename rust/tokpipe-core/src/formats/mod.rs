@@ -9,6 +9,7 @@
 //! | GPT-2 `encoder.json` + `vocab.bpe` | [`gpt2::load`] | |
 
 pub mod gpt2;
+pub(crate) mod hf_components;
 pub mod hf_json;
 pub(crate) mod protobuf;
 pub mod sentencepiece;

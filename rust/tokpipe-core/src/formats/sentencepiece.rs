@@ -386,10 +386,10 @@ pub fn spm_tokenizer(
         .map(|(id, p)| AddedToken::special(p.text.clone(), id as u32))
         .collect();
     let (bos, eos) = spm_bos_eos(&model);
-    let post = match (bos, eos) {
-        (Some(bos), Some(eos)) => Some(PostProcessor::Bert { cls: bos, sep: eos }),
-        _ => None,
-    };
+    let post = (bos.is_some() || eos.is_some()).then(|| PostProcessor::Template {
+        before: bos.into_iter().collect(),
+        after: eos.into_iter().collect(),
+    });
     Ok(Tokenizer::new(PreTokenizer::Whole, model, specials)?
         .with_normalizer(Some(Normalizer::SentencePiece(Arc::new(normalizer))))
         .with_post_processor(post)

@@ -6,6 +6,7 @@
 
 pub mod bert;
 pub(crate) mod bert_tables;
+mod hf_alignment;
 pub mod precompiled;
 pub mod replace;
 pub mod sentencepiece;

@@ -176,27 +176,54 @@ impl CharsMap {
 /// otherwise each of its characters is looked up alone. HF's own notes call this reading
 /// "weird" and keep it because converted models were tested against it.
 pub fn hf_normalize<'a>(map: &CharsMap, text: &'a str) -> std::borrow::Cow<'a, str> {
+    match hf_changes(map, text) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some(changes) => std::borrow::Cow::Owned(changes.iter().map(|&(c, _)| c).collect()),
+    }
+}
+
+/// The output of [`hf_normalize`] as HF builds it: each new character with its change (`0`
+/// replaces an old character, `1` is inserted, `-n` also removes `n` more), for HF's alignment
+/// bookkeeping; `None` when no rule applies.
+pub(crate) fn hf_changes(map: &CharsMap, text: &str) -> Option<Vec<(char, isize)>> {
     use unicode_segmentation::UnicodeSegmentation;
     if !text.bytes().any(|b| map.may_match(b)) {
-        return std::borrow::Cow::Borrowed(text);
+        return None;
     }
-    let mut out = String::with_capacity(text.len());
+    let mut changes: Vec<(char, isize)> = Vec::with_capacity(text.len());
+    let mut modified = false;
+    let mut replace = |changes: &mut Vec<(char, isize)>, old: &str, new: &str| {
+        modified = true;
+        let diff = new.chars().count() as isize - old.chars().count() as isize;
+        changes.extend(new.chars().map(|c| (c, 0)));
+        if diff > 0 {
+            for entry in changes.iter_mut().rev().take(diff as usize) {
+                entry.1 = 1;
+            }
+        } else if diff < 0 {
+            // HF records a removal on the character before; at the very start there is none
+            // and the removal goes unrecorded.
+            if let Some(last) = changes.last_mut() {
+                last.1 += diff;
+            }
+        }
+    };
     for grapheme in text.graphemes(true) {
         if grapheme.len() < 6 {
             if let Some(norm) = map.hf_transform(grapheme.as_bytes()) {
-                out.push_str(norm);
+                replace(&mut changes, grapheme, norm);
                 continue;
             }
         }
         for (i, c) in grapheme.char_indices() {
             let part = &grapheme[i..i + c.len_utf8()];
             match map.hf_transform(part.as_bytes()) {
-                Some(norm) => out.push_str(norm),
-                None => out.push(c),
+                Some(norm) => replace(&mut changes, part, norm),
+                None => changes.push((c, 0)),
             }
         }
     }
-    std::borrow::Cow::Owned(out)
+    modified.then_some(changes)
 }
 
 #[cfg(test)]

@@ -53,6 +53,18 @@ impl Replace {
         &self.content
     }
 
+    /// The (start, end) of every match, in order.
+    pub fn matches(&self, text: &str) -> Vec<(usize, usize)> {
+        match &self.engine {
+            Engine::Plain(re) => re.find_iter(text).map(|m| (m.start(), m.end())).collect(),
+            Engine::Fancy(re) => re
+                .find_iter(text)
+                .map_while(Result::ok)
+                .map(|m| (m.start(), m.end()))
+                .collect(),
+        }
+    }
+
     /// `text` with every match replaced; borrowed when nothing matches.
     pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match &self.engine {

@@ -193,6 +193,16 @@ impl PreTokenizer {
         }
     }
 
+    /// Whether a Metaspace step puts `▁` only before the first stretch of the input (so the
+    /// tokenizer must tell whether a stretch's normalized text starts the input).
+    pub fn prepends_first_only(&self) -> bool {
+        match self {
+            PreTokenizer::Metaspace(m) => m.prepend_scheme == PrependScheme::First,
+            PreTokenizer::Sequence(steps) => steps.iter().any(PreTokenizer::prepends_first_only),
+            _ => false,
+        }
+    }
+
     /// Calls `emit` with each piece of `text`, for every kind of pre-tokenizer, the ones that
     /// rewrite the text included; `at_start`: the text starts the input (Metaspace's `first`).
     pub fn for_each_piece(

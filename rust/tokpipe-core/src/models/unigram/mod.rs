@@ -3,6 +3,7 @@
 
 mod model;
 pub mod nbest;
+pub mod serialization;
 mod trie;
 
 pub use model::{byte_piece, piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};
