@@ -49,9 +49,11 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         "BPE" => {}
         "WordPiece" => return wordpiece_from_json(&root, model, added, source),
         "Unigram" => return unigram_from_json(&root, model, added, source),
-        other => return Err(bad(format!(
+        other => {
+            return Err(bad(format!(
             "model type {other:?} is not supported yet (byte-level BPE, WordPiece and Unigram are)"
-        ))),
+        )))
+        }
     }
     for field in [
         "continuing_subword_prefix",

@@ -26,6 +26,26 @@ pub struct CharsMap {
     /// `starts_rule[b]`: some rule begins with byte `b` (the root's transitions), so text
     /// starting with another byte needs no trie walk.
     starts_rule: [bool; 256],
+    /// What sentencepiece's longest match does with each character of the Basic Multilingual
+    /// Plane, worked out once so a character costs one lookup instead of a walk of up to three
+    /// dependent reads: [`NO_RULE`], [`WALK`] (longer rules start with it), or `2 + i` for
+    /// `replacements[i]`. 256 KiB; the characters of a text in any script sit close together.
+    bmp: Vec<u32>,
+    /// (start, length) in the strings of the replacements single characters have.
+    replacements: Vec<(u32, u32)>,
+}
+
+const NO_RULE: u32 = 0;
+const WALK: u32 = 1;
+
+/// A character as [`CharsMap::char_rule`] classifies it.
+pub enum CharRule<'a> {
+    /// No rule starts with it: it stays as it is.
+    None,
+    /// Rules longer than the character start with it: the longest match needs a walk.
+    Walk,
+    /// Its one rule, for the character alone.
+    Replace(&'a str),
 }
 
 #[inline]
@@ -72,6 +92,8 @@ impl CharsMap {
             units,
             strings_at,
             starts_rule: [false; 256],
+            bmp: Vec::new(),
+            replacements: Vec::new(),
         };
         // Value units (the only ones with the top bit set) point at replacement strings: each
         // must lie inside the blob and be UTF-8, since it is copied into normalized text.
@@ -91,7 +113,73 @@ impl CharsMap {
         for b in 0..=255u32 {
             map.starts_rule[b as usize] = label(map.unit(root ^ b)) == b;
         }
+        map.build_bmp_table();
         Ok(map)
+    }
+
+    fn build_bmp_table(&mut self) {
+        let mut table = vec![NO_RULE; 0x10000];
+        let mut replacements: Vec<(u32, u32)> = Vec::new();
+        let mut index: std::collections::HashMap<(u32, u32), u32> = Default::default();
+        for (cp, slot) in table.iter_mut().enumerate() {
+            let Some(c) = char::from_u32(cp as u32) else {
+                continue;
+            };
+            let mut buf = [0u8; 4];
+            let bytes = c.encode_utf8(&mut buf).as_bytes();
+            if !self.may_match(bytes[0]) {
+                continue;
+            }
+            let mut node = offset(self.unit(0));
+            let mut last = 0;
+            let mut complete = true;
+            for &b in bytes {
+                node ^= u32::from(b);
+                let unit = self.unit(node);
+                if label(unit) != u32::from(b) {
+                    complete = false;
+                    break;
+                }
+                last = unit;
+                node ^= offset(unit);
+            }
+            if !complete {
+                continue;
+            }
+            let has_children = (0..=255u32).any(|b| label(self.unit(node ^ b)) == b);
+            *slot = if has_children {
+                WALK
+            } else if has_leaf(last) {
+                let at = value(self.unit(node));
+                let len = self.string_at(at as usize).map_or(0, <[u8]>::len) as u32;
+                let next = replacements.len() as u32;
+                let i = *index.entry((at, len)).or_insert(next);
+                if i == next {
+                    replacements.push((at, len));
+                }
+                2 + i
+            } else {
+                NO_RULE
+            };
+        }
+        self.bmp = table;
+        self.replacements = replacements;
+    }
+
+    /// What the longest match makes of the character `c` (see [`CharRule`]).
+    #[inline(always)]
+    pub fn char_rule(&self, c: u32) -> CharRule<'_> {
+        match self.bmp.get(c as usize).copied() {
+            Some(NO_RULE) => CharRule::None,
+            Some(WALK) | None => CharRule::Walk,
+            Some(i) => {
+                let (at, len) = self.replacements[(i - 2) as usize];
+                let start = self.strings_at + at as usize;
+                let s = &self.blob[start..start + len as usize];
+                // Checked to be UTF-8 when the blob was read.
+                CharRule::Replace(std::str::from_utf8(s).unwrap_or_default())
+            }
+        }
     }
 
     /// The blob as read (what a `.model` or `tokenizer.json` stores).
@@ -118,6 +206,29 @@ impl CharsMap {
     fn replacement(&self, unit: u32) -> &str {
         let s = self.string_at(value(unit) as usize).unwrap_or_default();
         std::str::from_utf8(s).unwrap_or_default()
+    }
+
+    /// Byte `b` as the start of rules: the replacement of the rule for `b` alone, if any, and
+    /// the bytes that continue some longer rule after it (a set of 256 bits). Under `nmt_nfkc`
+    /// every Latin letter starts longer rules (`a` + U+0301 -> `á`), all continued by bytes of
+    /// combining marks, so a letter followed by ASCII needs no walk.
+    pub fn byte_rules(&self, b: u8) -> (Option<&str>, [u64; 4]) {
+        let mut next = [0u64; 4];
+        let node = offset(self.unit(0)) ^ u32::from(b);
+        let unit = self.unit(node);
+        if label(unit) != u32::from(b) {
+            return (None, next);
+        }
+        let children = node ^ offset(unit);
+        for c in 0..=255u32 {
+            if label(self.unit(children ^ c)) == c {
+                next[(c >> 6) as usize] |= 1 << (c & 63);
+            }
+        }
+        (
+            has_leaf(unit).then(|| self.replacement(self.unit(children))),
+            next,
+        )
     }
 
     /// Whether some rule starts with byte `b`.

@@ -11,7 +11,7 @@
 //! User-defined symbols are copied through unnormalized (sentencepiece matches the longest one
 //! at each position before looking at the charsmap), so the model can match them whole.
 
-use super::precompiled::CharsMap;
+use super::precompiled::{CharRule, CharsMap};
 use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
 
 /// U+2581, what spaces become.
@@ -26,9 +26,14 @@ pub struct SentencePieceNormalizer {
     escape_whitespaces: bool,
     treat_whitespace_as_suffix: bool,
     user_defined: Option<UserDefined>,
-    /// Bytes copied as they are: ASCII other than the space, with no user-defined symbol and
-    /// no charsmap rule starting with them.
-    plain: [bool; 256],
+    /// For each ASCII byte that starts no user-defined symbol, what it normalizes to alone
+    /// (itself, or its one-byte rule's replacement) ...
+    ascii: Vec<Option<Box<str>>>,
+    /// ... which is the longest match unless the next byte is in its set here (it continues a
+    /// longer rule).
+    ascii_next: Vec<[u64; 4]>,
+    /// ASCII bytes other than the space that normalize to themselves (see `ascii`).
+    ascii_self: [bool; 128],
     /// The `NormalizerSpec` this came from, serialized, so fields it does not use (a rule TSV,
     /// extensions) are written back.
     pub(crate) spec: Option<Vec<u8>>,
@@ -59,10 +64,12 @@ impl SentencePieceNormalizer {
             escape_whitespaces,
             treat_whitespace_as_suffix,
             user_defined: None,
-            plain: [false; 256],
+            ascii: Vec::new(),
+            ascii_next: Vec::new(),
+            ascii_self: [false; 128],
             spec: None,
         };
-        n.plain = n.plain_bytes();
+        n.refresh_tables();
         n
     }
 
@@ -111,7 +118,7 @@ impl SentencePieceNormalizer {
                 first_bytes,
             })
         };
-        self.plain = self.plain_bytes();
+        self.refresh_tables();
         self
     }
 
@@ -148,17 +155,88 @@ impl SentencePieceNormalizer {
         (&rest[..len], len)
     }
 
-    fn plain_bytes(&self) -> [bool; 256] {
-        let mut plain = [false; 256];
+    fn refresh_tables(&mut self) {
+        let starts_symbol = |b: u8| {
+            self.user_defined
+                .as_ref()
+                .is_some_and(|u| u.first_bytes[b as usize])
+        };
+        let mut ascii = Vec::with_capacity(128);
+        let mut ascii_next = Vec::with_capacity(128);
+        let mut ascii_self = [false; 128];
         for b in 0..128u8 {
-            plain[b as usize] = b != b' '
-                && !self.charsmap.as_ref().is_some_and(|m| m.may_match(b))
-                && !self
-                    .user_defined
-                    .as_ref()
-                    .is_some_and(|u| u.first_bytes[b as usize]);
+            let (rule, next) = match &self.charsmap {
+                Some(map) => map.byte_rules(b),
+                None => (None, [0u64; 4]),
+            };
+            let own = char::from(b).to_string();
+            let rep = if starts_symbol(b) {
+                None
+            } else {
+                Some(rule.unwrap_or(&own).into())
+            };
+            ascii_self[b as usize] = b != b' ' && rep.as_deref() == Some(own.as_str());
+            ascii.push(rep);
+            ascii_next.push(next);
         }
-        plain
+        self.ascii = ascii;
+        self.ascii_next = ascii_next;
+        self.ascii_self = ascii_self;
+    }
+
+    /// Whether byte `next` continues a longer charsmap rule after the ASCII byte `b`.
+    #[inline(always)]
+    fn continues(&self, b: u8, next: u8) -> bool {
+        (self.ascii_next[b as usize][(next >> 6) as usize] >> (next & 63)) & 1 == 1
+    }
+
+    /// How many bytes at the start of `bytes` are ASCII that stays as it is (no space, no
+    /// rule, no user-defined symbol): they can be copied at once.
+    #[inline(always)]
+    fn plain_run(&self, bytes: &[u8]) -> usize {
+        let mut i = 0;
+        while i < bytes.len() && bytes[i] < 128 && self.ascii_self[bytes[i] as usize] {
+            if bytes
+                .get(i + 1)
+                .is_some_and(|&n| self.continues(bytes[i], n))
+            {
+                break;
+            }
+            i += 1;
+        }
+        i
+    }
+
+    /// [`SentencePieceNormalizer::prefix`], with tables first: ASCII bytes, then the charsmap's
+    /// per-character table (when no user-defined symbol starts with the byte).
+    #[inline(always)]
+    fn prefix_fast<'a>(&'a self, rest: &'a str) -> (&'a str, usize) {
+        let bytes = rest.as_bytes();
+        let b = bytes[0];
+        if b < 128 {
+            if let Some(rep) = &self.ascii[b as usize] {
+                if !bytes.get(1).is_some_and(|&n| self.continues(b, n)) {
+                    return (rep, 1);
+                }
+            }
+            return self.prefix(rest);
+        }
+        let symbol = self
+            .user_defined
+            .as_ref()
+            .is_some_and(|u| u.first_bytes[b as usize]);
+        if let (Some(map), false) = (&self.charsmap, symbol) {
+            let len = utf8_len(b);
+            if len <= 3 {
+                let c = decode_bmp(bytes, len);
+                match map.char_rule(c) {
+                    CharRule::None => return (&rest[..len], len),
+                    CharRule::Replace(r) => return (r, len),
+                    CharRule::Walk => {}
+                }
+            }
+        }
+        self.prefix(rest)
     }
 
     /// The normalized text, as sentencepiece gives it (`SentencePieceProcessor::Normalize`).
@@ -174,7 +252,7 @@ impl SentencePieceNormalizer {
         let mut rest = text;
         if self.remove_extra_whitespaces {
             while !rest.is_empty() {
-                let (normalized, len) = self.prefix(rest);
+                let (normalized, len) = self.prefix_fast(rest);
                 if normalized != " " {
                     break;
                 }
@@ -184,25 +262,24 @@ impl SentencePieceNormalizer {
         if rest.is_empty() {
             return;
         }
-        out.reserve(rest.len() + rest.len() / 4 + 4);
+        // Room for `▁` (3 bytes) for one space in four, about what prose has.
+        out.reserve(rest.len() + rest.len() / 2 + 8);
         let space = self.space();
         if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
             out.push_str(space);
         }
-        let plain = &self.plain;
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !rest.is_empty() {
-            let bytes = rest.as_bytes();
             // A run of plain ASCII is copied whole: it cannot start with a space and does not
             // end with one.
-            let run = bytes.iter().take_while(|&&b| plain[b as usize]).count();
+            let run = self.plain_run(rest.as_bytes());
             if run > 0 {
                 out.push_str(&rest[..run]);
                 rest = &rest[run..];
                 is_prev_space = false;
                 continue;
             }
-            let (mut piece, len) = self.prefix(rest);
+            let (mut piece, len) = self.prefix_fast(rest);
             if is_prev_space {
                 piece = piece.trim_start_matches(' ');
             }
@@ -233,6 +310,14 @@ impl SentencePieceNormalizer {
 /// `piece` with every space written as `▁`.
 #[inline]
 fn push_escaped(out: &mut String, piece: &str) {
+    if let [b] = piece.as_bytes() {
+        if *b == b' ' {
+            out.push_str(SPACE_SYMBOL);
+        } else {
+            out.push(char::from(*b));
+        }
+        return;
+    }
     let mut rest = piece;
     while let Some(i) = memchr::memchr(b' ', rest.as_bytes()) {
         out.push_str(&rest[..i]);
@@ -240,6 +325,16 @@ fn push_escaped(out: &mut String, piece: &str) {
         rest = &rest[i + 1..];
     }
     out.push_str(rest);
+}
+
+/// The code point of the 2- or 3-byte character at the start of `b` (valid UTF-8).
+#[inline(always)]
+fn decode_bmp(b: &[u8], len: usize) -> u32 {
+    if len == 2 {
+        (u32::from(b[0] & 0x1f) << 6) | u32::from(b[1] & 0x3f)
+    } else {
+        (u32::from(b[0] & 0x0f) << 12) | (u32::from(b[1] & 0x3f) << 6) | u32::from(b[2] & 0x3f)
+    }
 }
 
 /// Length of the UTF-8 character a lead byte starts (sentencepiece's `OneCharLen`; the text is

@@ -19,7 +19,7 @@
 //! Then both fuse runs of unknown pieces into one `<unk>` id, or with `byte_fallback` spell
 //! them as `<0xNN>` byte pieces.
 
-use super::trie::{DoubleArray, NONE};
+use super::trie::{DoubleArray, Unit, NONE};
 use crate::error::{Error, Result};
 use crate::models::Model;
 use rustc_hash::FxHashMap;
@@ -133,6 +133,9 @@ pub(crate) trait PathScore:
     const ZERO: Self;
     /// sentencepiece rebases scores past ±[`SCORE_RESET`]; HF never does.
     fn needs_reset(self) -> bool;
+    /// The score of the piece `id` whose trie unit is `unit`: stored there for `f32`, in
+    /// `table` for `f64`.
+    fn piece_score(unit: &Unit, id: u32, table: &[Self]) -> Self;
 }
 
 impl PathScore for f32 {
@@ -141,6 +144,10 @@ impl PathScore for f32 {
     fn needs_reset(self) -> bool {
         !(-SCORE_RESET..=SCORE_RESET).contains(&self)
     }
+    #[inline(always)]
+    fn piece_score(unit: &Unit, _id: u32, _table: &[Self]) -> Self {
+        unit.score
+    }
 }
 
 impl PathScore for f64 {
@@ -148,6 +155,10 @@ impl PathScore for f64 {
     #[inline(always)]
     fn needs_reset(self) -> bool {
         false
+    }
+    #[inline(always)]
+    fn piece_score(_unit: &Unit, id: u32, table: &[Self]) -> Self {
+        table[id as usize]
     }
 }
 
@@ -382,7 +393,10 @@ impl UnigramModel {
                 }
             }
         }
-        let trie = DoubleArray::build(keys);
+        let mut trie = DoubleArray::build(keys);
+        if semantics == Semantics::SentencePiece {
+            trie.set_scores(|id| scores32[id as usize]);
+        }
         Ok(UnigramModel {
             pieces,
             vocab,
@@ -544,20 +558,20 @@ impl UnigramModel {
             }
             let mblen = crate::normalizers::sentencepiece::utf8_len(text[start]).min(n - start);
             let mut has_single = false;
-            let mut state = 0u32;
+            let (mut state, mut unit) = trie.root();
             let mut pos = start;
             while pos < n {
-                state = trie.child(state, text[pos]);
-                if state == NONE {
-                    break;
+                match trie.step(state, &unit, text[pos]) {
+                    Some((s, u)) => (state, unit) = (s, u),
+                    None => break,
                 }
                 pos += 1;
-                let id = trie.id(state);
+                let id = unit.id();
                 if id == NONE {
                     continue;
                 }
                 frontier = frontier.max(pos);
-                let candidate = scores[id as usize] + till_here;
+                let candidate = S::piece_score(&unit, id, scores) + till_here;
                 let target = &mut best[pos];
                 if target.start == NONE || candidate > target.score {
                     target.score = candidate;

@@ -11,17 +11,29 @@
 pub(crate) const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Unit {
+pub(crate) struct Unit {
     base: u32,
     check: u32,
     /// The piece ending at this state, or [`NONE`].
     id: u32,
+    /// Its score (see [`DoubleArray::set_scores`]), beside the id so a walk finds both in the
+    /// unit it reads anyway.
+    pub score: f32,
+}
+
+impl Unit {
+    /// The piece ending here, or [`NONE`].
+    #[inline(always)]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
 }
 
 const EMPTY: Unit = Unit {
     base: 0,
     check: NONE,
     id: NONE,
+    score: 0.0,
 };
 
 #[derive(Clone, Debug)]
@@ -124,10 +136,36 @@ impl DoubleArray {
         }
     }
 
+    /// A walk's start: the root state and its unit.
+    #[inline(always)]
+    pub fn root(&self) -> (u32, Unit) {
+        (0, self.units[0])
+    }
+
+    /// One step of a walk from `state` (whose unit is `unit`) on byte `b`: the child state and
+    /// its unit, carried along so each step reads one unit.
+    #[inline(always)]
+    pub fn step(&self, state: u32, unit: &Unit, b: u8) -> Option<(u32, Unit)> {
+        let t = unit.base + u32::from(b);
+        match self.units.get(t as usize) {
+            Some(u) if u.check == state => Some((t, *u)),
+            _ => None,
+        }
+    }
+
     /// The piece ending at `state`, or [`NONE`].
     #[inline(always)]
     pub fn id(&self, state: u32) -> u32 {
         self.units[state as usize].id
+    }
+
+    /// Stores `score(id)` beside every piece.
+    pub fn set_scores(&mut self, score: impl Fn(u32) -> f32) {
+        for u in &mut self.units {
+            if u.id != NONE {
+                u.score = score(u.id);
+            }
+        }
     }
 
     /// The id of exactly `key`.
