@@ -131,15 +131,24 @@ pub(crate) trait PathScore:
     Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::SubAssign
 {
     const ZERO: Self;
+    const NEG_INFINITY: Self;
+    /// `a` if `wins`, else `b`, computed on the bits so no branch is taken.
+    fn pick(wins: bool, a: Self, b: Self) -> Self;
     /// sentencepiece rebases scores past ±[`SCORE_RESET`]; HF never does.
     fn needs_reset(self) -> bool;
-    /// The score of the piece `id` whose trie unit is `unit`: stored there for `f32`, in
-    /// `table` for `f64`.
+    /// The score of the piece `id` whose trie unit is `unit` (stored there for `f32`, in
+    /// `table` for `f64`); -inf where no piece ends (`id` is [`NONE`]).
     fn piece_score(unit: &Unit, id: u32, table: &[Self]) -> Self;
 }
 
 impl PathScore for f32 {
     const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    #[inline(always)]
+    fn pick(wins: bool, a: Self, b: Self) -> Self {
+        let mask = u32::from(wins).wrapping_neg();
+        f32::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
+    }
     #[inline(always)]
     fn needs_reset(self) -> bool {
         !(-SCORE_RESET..=SCORE_RESET).contains(&self)
@@ -152,13 +161,19 @@ impl PathScore for f32 {
 
 impl PathScore for f64 {
     const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    #[inline(always)]
+    fn pick(wins: bool, a: Self, b: Self) -> Self {
+        let mask = u64::from(wins).wrapping_neg();
+        f64::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
+    }
     #[inline(always)]
     fn needs_reset(self) -> bool {
         false
     }
     #[inline(always)]
     fn piece_score(_unit: &Unit, id: u32, table: &[Self]) -> Self {
-        table[id as usize]
+        table.get(id as usize).copied().unwrap_or(f64::NEG_INFINITY)
     }
 }
 
@@ -206,6 +221,8 @@ pub struct UnigramModel {
     unk_score64: f64,
     /// sentencepiece's `min_score_` over NORMAL pieces.
     min_score: f32,
+    /// The longest piece, in bytes.
+    max_piece_bytes: usize,
     /// What a `.model` held beyond the pieces, for writing it back unchanged.
     pub(crate) spm_extras: Option<std::sync::Arc<SpmExtras>>,
 }
@@ -393,6 +410,7 @@ impl UnigramModel {
                 }
             }
         }
+        let keys_max = keys.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         let mut trie = DoubleArray::build(keys);
         if semantics == Semantics::SentencePiece {
             trie.set_scores(|id| scores32[id as usize]);
@@ -410,6 +428,7 @@ impl UnigramModel {
             unk_score32: min_score - UNK_PENALTY,
             unk_score64,
             min_score,
+            max_piece_bytes: keys_max,
             spm_extras: None,
         })
     }
@@ -473,20 +492,52 @@ impl UnigramModel {
                 best64,
                 path,
             } = &mut *scratch;
-            path.clear();
             match self.semantics {
                 Semantics::SentencePiece => {
                     self.viterbi(text.as_bytes(), &self.scores32, self.unk_score32, best32);
-                    backtrack(best32, path);
+                    self.backtrack(text.as_bytes(), best32, path, out);
                 }
                 Semantics::HuggingFace => {
                     self.viterbi(text.as_bytes(), &self.scores64, self.unk_score64, best64);
-                    backtrack(best64, path);
+                    self.backtrack(text.as_bytes(), best64, path, out);
                 }
             }
-            let spans = path.iter().rev().map(|&(start, id)| (start as usize, id));
-            self.emit(text.as_bytes(), spans, out);
         })
+    }
+
+    /// Appends the ids of the best path: straight from the path when it holds no unknown
+    /// piece (the common case), else through [`UnigramModel::emit`], which fuses unknown runs
+    /// or spells them in bytes.
+    fn backtrack<S: Copy>(
+        &self,
+        text: &[u8],
+        best: &[BestPath<S>],
+        path: &mut Vec<(u32, u32)>,
+        out: &mut Vec<u32>,
+    ) {
+        let mark = out.len();
+        let mut unknown = false;
+        let mut end = best.len() - 1;
+        while end > 0 {
+            let node = best[end];
+            out.push(node.id);
+            unknown |= node.id == self.unk_id;
+            end = node.start as usize;
+        }
+        if !unknown {
+            out[mark..].reverse();
+            return;
+        }
+        out.truncate(mark);
+        path.clear();
+        let mut end = best.len() - 1;
+        while end > 0 {
+            let node = best[end];
+            path.push((node.start, node.id));
+            end = node.start as usize;
+        }
+        let spans = path.iter().rev().map(|&(start, id)| (start as usize, id));
+        self.emit(text, spans, out);
     }
 
     /// Appends the ids of pieces given as (start, id) in text order: unknown runs become one
@@ -533,58 +584,67 @@ impl UnigramModel {
     ) {
         let n = text.len();
         best.clear();
+        // Unreached positions score -inf: any path beats them, which is sentencepiece's test
+        // `starts_at == -1 || candidate > best` in one comparison (scores are finite), and a
+        // rebase leaves them at -inf.
         best.resize(
             n + 1,
             BestPath {
-                score: S::ZERO,
+                score: S::NEG_INFINITY,
                 start: NONE,
                 id: 0,
             },
         );
+        best[0].score = S::ZERO;
         let trie = &self.trie;
-        // The furthest position any path reaches yet: what a rebase must cover.
-        let mut frontier = 0usize;
+        // A piece starting before `start` ends at most this far past it: what a rebase of the
+        // pending scores must cover (sentencepiece tracks the furthest end reached instead).
+        let reach = self.max_piece_bytes.max(4);
         let mut start = 0usize;
         while start < n {
             let mut till_here = best[start].score;
             if till_here.needs_reset() {
                 let offset = till_here;
-                for (i, node) in best[start..=frontier.max(start)].iter_mut().enumerate() {
-                    if i == 0 || node.start != NONE {
-                        node.score -= offset;
-                    }
+                for node in &mut best[start..=(start + reach).min(n)] {
+                    node.score -= offset;
                 }
                 till_here = S::ZERO;
             }
             let mblen = crate::normalizers::sentencepiece::utf8_len(text[start]).min(n - start);
-            let mut has_single = false;
+            // The first character: a piece of exactly it is the "single node" that keeps the
+            // unknown piece out (pieces are whole characters, so none ends inside it).
             let (mut state, mut unit) = trie.root();
-            let mut pos = start;
-            while pos < n {
+            let mut walking = true;
+            for &b in &text[start..start + mblen] {
+                match trie.step(state, &unit, b) {
+                    Some((s, u)) => (state, unit) = (s, u),
+                    None => {
+                        walking = false;
+                        break;
+                    }
+                }
+            }
+            let has_single = walking && unit.id() != NONE;
+            if has_single {
+                let candidate = S::piece_score(&unit, unit.id(), scores) + till_here;
+                relax(&mut best[start + mblen], candidate, start as u32, unit.id());
+            }
+            // Longer pieces.
+            let mut pos = start + mblen;
+            while walking && pos < n {
                 match trie.step(state, &unit, text[pos]) {
                     Some((s, u)) => (state, unit) = (s, u),
                     None => break,
                 }
                 pos += 1;
-                let id = unit.id();
-                if id == NONE {
-                    continue;
-                }
-                frontier = frontier.max(pos);
-                let candidate = S::piece_score(&unit, id, scores) + till_here;
-                let target = &mut best[pos];
-                if target.start == NONE || candidate > target.score {
-                    target.score = candidate;
-                    target.start = start as u32;
-                    target.id = id;
-                }
-                has_single |= pos - start == mblen;
+                // Where no piece ends the score is -inf and the candidate never wins.
+                let candidate = S::piece_score(&unit, unit.id(), scores) + till_here;
+                relax(&mut best[pos], candidate, start as u32, unit.id());
             }
             if !has_single {
-                frontier = frontier.max(start + mblen);
                 let candidate = unk_score + till_here;
                 let target = &mut best[start + mblen];
-                if target.start == NONE || candidate > target.score {
+                if candidate > target.score {
                     target.score = candidate;
                     target.start = start as u32;
                     target.id = self.unk_id;
@@ -595,14 +655,18 @@ impl UnigramModel {
     }
 }
 
-/// The (start, id) pieces of the best path to the end, last first.
-fn backtrack<S: Copy>(best: &[BestPath<S>], path: &mut Vec<(u32, u32)>) {
-    let mut end = best.len() - 1;
-    while end > 0 {
-        let node = best[end];
-        path.push((node.start, node.id));
-        end = node.start as usize;
-    }
+/// sentencepiece's update of a best path, `if (candidate > best) best = (candidate, start,
+/// id)`, without branches: whether a piece ends at a position and whether it improves the path
+/// there are as good as random, and mispredicting them cost more than the stores.
+#[inline(always)]
+fn relax<S: PathScore>(target: &mut BestPath<S>, candidate: S, start: u32, id: u32) {
+    // Bit masks rather than `if` (`std::hint::select_unpredictable` would say it directly but
+    // needs Rust 1.88, past this crate's MSRV).
+    let wins = candidate > target.score;
+    let mask = u32::from(wins).wrapping_neg();
+    target.start = (start & mask) | (target.start & !mask);
+    target.id = (id & mask) | (target.id & !mask);
+    target.score = S::pick(wins, candidate, target.score);
 }
 
 impl Model for UnigramModel {

@@ -17,7 +17,7 @@ pub(crate) struct Unit {
     /// The piece ending at this state, or [`NONE`].
     id: u32,
     /// Its score (see [`DoubleArray::set_scores`]), beside the id so a walk finds both in the
-    /// unit it reads anyway.
+    /// unit it reads anyway; -inf where no piece ends.
     pub score: f32,
 }
 
@@ -33,7 +33,8 @@ const EMPTY: Unit = Unit {
     base: 0,
     check: NONE,
     id: NONE,
-    score: 0.0,
+    // No piece ends here: adding this to a path score gives -inf, which never wins.
+    score: f32::NEG_INFINITY,
 };
 
 #[derive(Clone, Debug)]
