@@ -186,17 +186,16 @@ pub(crate) struct BestPath<S> {
     id: u32,
 }
 
-/// Best paths by byte position for each arithmetic, and the (start, id) pieces of the best one.
+/// Best paths by byte position, for each arithmetic.
 #[derive(Default)]
 struct Scratch {
     best32: Vec<BestPath<f32>>,
     best64: Vec<BestPath<f64>>,
-    path: Vec<(u32, u32)>,
 }
 
 thread_local! {
-    /// Reused across calls: a document's best paths (12 or 16 bytes per byte of text) and its
-    /// pieces, so encoding allocates nothing per call once warm.
+    /// Reused across calls: a document's best paths (12 or 16 bytes per byte of text), so
+    /// encoding allocates nothing per call once warm.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
@@ -487,57 +486,52 @@ impl UnigramModel {
         }
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let Scratch {
-                best32,
-                best64,
-                path,
-            } = &mut *scratch;
+            let Scratch { best32, best64 } = &mut *scratch;
             match self.semantics {
                 Semantics::SentencePiece => {
                     self.viterbi(text.as_bytes(), &self.scores32, self.unk_score32, best32);
-                    self.backtrack(text.as_bytes(), best32, path, out);
+                    self.backtrack(text.as_bytes(), best32, out);
                 }
                 Semantics::HuggingFace => {
                     self.viterbi(text.as_bytes(), &self.scores64, self.unk_score64, best64);
-                    self.backtrack(text.as_bytes(), best64, path, out);
+                    self.backtrack(text.as_bytes(), best64, out);
                 }
             }
         })
     }
 
-    /// Appends the ids of the best path: straight from the path when it holds no unknown
-    /// piece (the common case), else through [`UnigramModel::emit`], which fuses unknown runs
-    /// or spells them in bytes.
-    fn backtrack<S: Copy>(
-        &self,
-        text: &[u8],
-        best: &[BestPath<S>],
-        path: &mut Vec<(u32, u32)>,
-        out: &mut Vec<u32>,
-    ) {
+    /// Appends the ids of the best path, read from its end and reversed at the end; a run of
+    /// unknown pieces becomes one unknown id or its bytes (spelled backwards here, so the
+    /// reversal puts them in order), as [`UnigramModel::emit`] does going forwards.
+    fn backtrack<S: Copy>(&self, text: &[u8], best: &[BestPath<S>], out: &mut Vec<u32>) {
         let mark = out.len();
-        let mut unknown = false;
+        // End of the run of unknown pieces being read, if one is.
+        let mut unk_to: Option<usize> = None;
         let mut end = best.len() - 1;
         while end > 0 {
             let node = best[end];
-            out.push(node.id);
-            unknown |= node.id == self.unk_id;
+            if node.id == self.unk_id {
+                unk_to.get_or_insert(end);
+            } else {
+                if let Some(to) = unk_to.take() {
+                    self.push_unknown_reversed(&text[end..to], out);
+                }
+                out.push(node.id);
+            }
             end = node.start as usize;
         }
-        if !unknown {
-            out[mark..].reverse();
-            return;
+        if let Some(to) = unk_to {
+            self.push_unknown_reversed(&text[..to], out);
         }
-        out.truncate(mark);
-        path.clear();
-        let mut end = best.len() - 1;
-        while end > 0 {
-            let node = best[end];
-            path.push((node.start, node.id));
-            end = node.start as usize;
+        out[mark..].reverse();
+    }
+
+    fn push_unknown_reversed(&self, bytes: &[u8], out: &mut Vec<u32>) {
+        if self.byte_fallback && bytes.iter().all(|&b| self.byte_ids[b as usize] != NONE) {
+            out.extend(bytes.iter().rev().map(|&b| self.byte_ids[b as usize]));
+        } else {
+            out.push(self.unk_id);
         }
-        let spans = path.iter().rev().map(|&(start, id)| (start as usize, id));
-        self.emit(text, spans, out);
     }
 
     /// Appends the ids of pieces given as (start, id) in text order: unknown runs become one
