@@ -373,6 +373,15 @@ impl Tokenizer {
                 let (normalized, from_start) = n.normalize_from_start(text);
                 self.encode_normalized(&normalized, from_start, out)
             }
+            // sentencepiece's normalizer always writes new text (`▁`): into a buffer reused
+            // across calls, not a fresh allocation per document.
+            Some(Normalizer::SentencePiece(n)) => NORMALIZED.with(|buf| {
+                let mut buf = buf.take();
+                n.normalize_into(text, &mut buf);
+                let result = self.encode_normalized(&buf, at_start, out);
+                NORMALIZED.set(buf);
+                result
+            }),
             Some(n) => self.encode_normalized(&n.normalize(text), at_start, out),
             None => self.encode_normalized(text, at_start, out),
         }
@@ -520,6 +529,11 @@ impl Tokenizer {
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         })
     }
+}
+
+thread_local! {
+    /// The normalized text of the stretch being encoded (see `encode_ordinary`).
+    static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
 }
 
 /// A piece of the input as [`Tokenizer::for_each_stretch`] cuts it.

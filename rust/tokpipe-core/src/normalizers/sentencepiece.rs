@@ -34,6 +34,10 @@ pub struct SentencePieceNormalizer {
     ascii_next: Vec<[u64; 4]>,
     /// ASCII bytes other than the space that normalize to themselves (see `ascii`).
     ascii_self: [bool; 128],
+    /// Of those, the ones no ASCII byte continues a rule after (every letter under
+    /// `nmt_nfkc`): a run of them needs no look at the next byte but at its end. 256 entries,
+    /// false for non-ASCII bytes.
+    run_byte: [bool; 256],
     /// The `NormalizerSpec` this came from, serialized, so fields it does not use (a rule TSV,
     /// extensions) are written back.
     pub(crate) spec: Option<Vec<u8>>,
@@ -67,6 +71,7 @@ impl SentencePieceNormalizer {
             ascii: Vec::new(),
             ascii_next: Vec::new(),
             ascii_self: [false; 128],
+            run_byte: [false; 256],
             spec: None,
         };
         n.refresh_tables();
@@ -179,9 +184,15 @@ impl SentencePieceNormalizer {
             ascii.push(rep);
             ascii_next.push(next);
         }
+        let mut run_byte = [false; 256];
+        for b in 0..128usize {
+            // Bits 0..128 of the continuation set are the ASCII bytes.
+            run_byte[b] = ascii_self[b] && ascii_next[b][0] == 0 && ascii_next[b][1] == 0;
+        }
         self.ascii = ascii;
         self.ascii_next = ascii_next;
         self.ascii_self = ascii_self;
+        self.run_byte = run_byte;
     }
 
     /// Whether byte `next` continues a longer charsmap rule after the ASCII byte `b`.
@@ -194,7 +205,22 @@ impl SentencePieceNormalizer {
     /// rule, no user-defined symbol): they can be copied at once.
     #[inline(always)]
     fn plain_run(&self, bytes: &[u8]) -> usize {
-        let mut i = 0;
+        // Bytes inside a run of `run_byte`s are followed by ASCII, which continues nothing;
+        // only the last one's successor needs the test.
+        let mut i = bytes
+            .iter()
+            .take_while(|&&b| self.run_byte[b as usize])
+            .count();
+        if i > 0
+            && bytes
+                .get(i)
+                .is_some_and(|&n| self.continues(bytes[i - 1], n))
+        {
+            i -= 1;
+        }
+        if i > 0 {
+            return i;
+        }
         while i < bytes.len() && bytes[i] < 128 && self.ascii_self[bytes[i] as usize] {
             if bytes
                 .get(i + 1)
@@ -272,11 +298,24 @@ impl SentencePieceNormalizer {
         while !rest.is_empty() {
             // A run of plain ASCII is copied whole: it cannot start with a space and does not
             // end with one.
-            let run = self.plain_run(rest.as_bytes());
+            let bytes = rest.as_bytes();
+            let run = self.plain_run(bytes);
             if run > 0 {
                 out.push_str(&rest[..run]);
                 rest = &rest[run..];
                 is_prev_space = false;
+                continue;
+            }
+            // A plain space (the common case between words), without the general path.
+            if bytes[0] == b' '
+                && self.ascii[b' ' as usize].as_deref() == Some(" ")
+                && !bytes.get(1).is_some_and(|&n| self.continues(b' ', n))
+            {
+                if !is_prev_space {
+                    out.push_str(space);
+                }
+                is_prev_space = self.remove_extra_whitespaces;
+                rest = &rest[1..];
                 continue;
             }
             let (mut piece, len) = self.prefix_fast(rest);

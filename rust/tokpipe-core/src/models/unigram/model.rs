@@ -19,7 +19,7 @@
 //! Then both fuse runs of unknown pieces into one `<unk>` id, or with `byte_fallback` spell
 //! them as `<0xNN>` byte pieces.
 
-use super::trie::{DoubleArray, Unit, NONE};
+use super::trie::{DoubleArray, NONE};
 use crate::error::{Error, Result};
 use crate::models::Model;
 use rustc_hash::FxHashMap;
@@ -132,30 +132,22 @@ pub(crate) trait PathScore:
 {
     const ZERO: Self;
     const NEG_INFINITY: Self;
-    /// `a` if `wins`, else `b`, computed on the bits so no branch is taken.
-    fn pick(wins: bool, a: Self, b: Self) -> Self;
     /// sentencepiece rebases scores past ±[`SCORE_RESET`]; HF never does.
     fn needs_reset(self) -> bool;
-    /// The score of the piece `id` whose trie unit is `unit` (stored there for `f32`, in
-    /// `table` for `f64`); -inf where no piece ends (`id` is [`NONE`]).
-    fn piece_score(unit: &Unit, id: u32, table: &[Self]) -> Self;
+    /// The score of piece `id`: `stored` (kept in the trie) for `f32`, from `table` for `f64`.
+    fn piece_score(stored: f32, id: u32, table: &[Self]) -> Self;
 }
 
 impl PathScore for f32 {
     const ZERO: Self = 0.0;
     const NEG_INFINITY: Self = f32::NEG_INFINITY;
     #[inline(always)]
-    fn pick(wins: bool, a: Self, b: Self) -> Self {
-        let mask = u32::from(wins).wrapping_neg();
-        f32::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
-    }
-    #[inline(always)]
     fn needs_reset(self) -> bool {
         !(-SCORE_RESET..=SCORE_RESET).contains(&self)
     }
     #[inline(always)]
-    fn piece_score(unit: &Unit, _id: u32, _table: &[Self]) -> Self {
-        unit.score
+    fn piece_score(stored: f32, _id: u32, _table: &[Self]) -> Self {
+        stored
     }
 }
 
@@ -163,17 +155,12 @@ impl PathScore for f64 {
     const ZERO: Self = 0.0;
     const NEG_INFINITY: Self = f64::NEG_INFINITY;
     #[inline(always)]
-    fn pick(wins: bool, a: Self, b: Self) -> Self {
-        let mask = u64::from(wins).wrapping_neg();
-        f64::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
-    }
-    #[inline(always)]
     fn needs_reset(self) -> bool {
         false
     }
     #[inline(always)]
-    fn piece_score(_unit: &Unit, id: u32, table: &[Self]) -> Self {
-        table.get(id as usize).copied().unwrap_or(f64::NEG_INFINITY)
+    fn piece_score(_stored: f32, id: u32, table: &[Self]) -> Self {
+        table[id as usize]
     }
 }
 
@@ -607,33 +594,52 @@ impl UnigramModel {
             let mblen = crate::normalizers::sentencepiece::utf8_len(text[start]).min(n - start);
             // The first character: a piece of exactly it is the "single node" that keeps the
             // unknown piece out (pieces are whole characters, so none ends inside it).
-            let (mut state, mut unit) = trie.root();
+            let (mut state, mut base) = trie.root();
             let mut walking = true;
+            let mut ends_piece = false;
             for &b in &text[start..start + mblen] {
-                match trie.step(state, &unit, b) {
-                    Some((s, u)) => (state, unit) = (s, u),
+                match trie.step(state, base, b) {
+                    Some((s, bs, p)) => (state, base, ends_piece) = (s, bs, p),
                     None => {
                         walking = false;
                         break;
                     }
                 }
             }
-            let has_single = walking && unit.id() != NONE;
+            let has_single = walking && ends_piece;
             if has_single {
-                let candidate = S::piece_score(&unit, unit.id(), scores) + till_here;
-                relax(&mut best[start + mblen], candidate, start as u32, unit.id());
+                let (id, stored) = trie.piece(state);
+                let candidate = S::piece_score(stored, id, scores) + till_here;
+                let target = &mut best[start + mblen];
+                if candidate > target.score {
+                    *target = BestPath {
+                        score: candidate,
+                        start: start as u32,
+                        id,
+                    };
+                }
             }
             // Longer pieces.
             let mut pos = start + mblen;
             while walking && pos < n {
-                match trie.step(state, &unit, text[pos]) {
-                    Some((s, u)) => (state, unit) = (s, u),
+                match trie.step(state, base, text[pos]) {
+                    Some((s, bs, p)) => (state, base, ends_piece) = (s, bs, p),
                     None => break,
                 }
                 pos += 1;
-                // Where no piece ends the score is -inf and the candidate never wins.
-                let candidate = S::piece_score(&unit, unit.id(), scores) + till_here;
-                relax(&mut best[pos], candidate, start as u32, unit.id());
+                if !ends_piece {
+                    continue;
+                }
+                let (id, stored) = trie.piece(state);
+                let candidate = S::piece_score(stored, id, scores) + till_here;
+                let target = &mut best[pos];
+                if candidate > target.score {
+                    *target = BestPath {
+                        score: candidate,
+                        start: start as u32,
+                        id,
+                    };
+                }
             }
             if !has_single {
                 let candidate = unk_score + till_here;
@@ -647,20 +653,6 @@ impl UnigramModel {
             start += mblen;
         }
     }
-}
-
-/// sentencepiece's update of a best path, `if (candidate > best) best = (candidate, start,
-/// id)`, without branches: whether a piece ends at a position and whether it improves the path
-/// there are as good as random, and mispredicting them cost more than the stores.
-#[inline(always)]
-fn relax<S: PathScore>(target: &mut BestPath<S>, candidate: S, start: u32, id: u32) {
-    // Bit masks rather than `if` (`std::hint::select_unpredictable` would say it directly but
-    // needs Rust 1.88, past this crate's MSRV).
-    let wins = candidate > target.score;
-    let mask = u32::from(wins).wrapping_neg();
-    target.start = (start & mask) | (target.start & !mask);
-    target.id = (id & mask) | (target.id & !mask);
-    target.score = S::pick(wins, candidate, target.score);
 }
 
 impl Model for UnigramModel {

@@ -301,22 +301,22 @@ impl UnigramModel {
                     let b = t.as_bytes();
                     let mut at = 0usize;
                     while at < b.len() {
-                        let mut state = 0u32;
+                        let (mut state, mut base) = trie.root();
                         let mut single = false;
                         let mut chars = 0u32;
                         let mut i = at;
                         while i < b.len() {
-                            state = trie.child(state, b[i]);
-                            if state == NONE {
+                            let Some((s, bs, ends_piece)) = trie.step(state, base, b[i]) else {
                                 break;
-                            }
+                            };
+                            (state, base) = (s, bs);
                             chars += u32::from(b[i] & 0xc0 != 0x80);
                             i += 1;
-                            let id = trie.id(state);
                             // A piece ends where the next character starts.
-                            if id == NONE || b.get(i).is_some_and(|&c| c & 0xc0 == 0x80) {
+                            if !ends_piece || b.get(i).is_some_and(|&c| c & 0xc0 == 0x80) {
                                 continue;
                             }
+                            let id = trie.piece(state).0;
                             nodes.push(Node {
                                 pos,
                                 length: chars,

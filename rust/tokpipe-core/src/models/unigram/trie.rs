@@ -6,40 +6,46 @@
 //! each node's children at the first base where all their slots are free, scanning from the
 //! first mostly-free region (darts' heuristic), which keeps the array about as dense as the
 //! trie is large.
+//!
+//! The transitions (base, check: 8 bytes a state) are apart from the pieces (id, score): a
+//! walk's chain of dependent reads touches only the first, which for a vocabulary of a few
+//! thousand pieces fits the L1 cache; the top bit of `check` says whether a piece ends at the
+//! state, so the second is read only there.
 
 /// No state, no piece.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// A state while building.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Unit {
+struct Unit {
     base: u32,
     check: u32,
     /// The piece ending at this state, or [`NONE`].
     id: u32,
-    /// Its score (see [`DoubleArray::set_scores`]), beside the id so a walk finds both in the
-    /// unit it reads anyway; -inf where no piece ends.
-    pub score: f32,
-}
-
-impl Unit {
-    /// The piece ending here, or [`NONE`].
-    #[inline(always)]
-    pub fn id(&self) -> u32 {
-        self.id
-    }
 }
 
 const EMPTY: Unit = Unit {
     base: 0,
     check: NONE,
     id: NONE,
-    // No piece ends here: adding this to a path score gives -inf, which never wins.
-    score: f32::NEG_INFINITY,
 };
+
+/// `check`'s top bit: a piece ends at the state.
+const PIECE: u32 = 1 << 31;
+
+/// A state's transitions.
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    base: u32,
+    /// The parent state, with [`PIECE`] set when a piece ends here.
+    check: u32,
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct DoubleArray {
-    units: Vec<Unit>,
+    hot: Vec<Hot>,
+    /// By state: the piece ending there and its score (see [`DoubleArray::set_scores`]).
+    pieces: Vec<(u32, f32)>,
 }
 
 impl DoubleArray {
@@ -124,47 +130,50 @@ impl DoubleArray {
         let last_used = used.iter().rposition(|&u| u).unwrap_or(0);
         units.truncate((last_used + 1).max(max_base + 256));
         units.resize((last_used + 1).max(max_base + 256), EMPTY);
-        DoubleArray { units }
-    }
-
-    /// The child of `state` on byte `b`, or [`NONE`].
-    #[inline(always)]
-    pub fn child(&self, state: u32, b: u8) -> u32 {
-        let t = self.units[state as usize].base + u32::from(b);
-        match self.units.get(t as usize) {
-            Some(u) if u.check == state => t,
-            _ => NONE,
+        DoubleArray {
+            hot: units
+                .iter()
+                .map(|u| Hot {
+                    base: u.base,
+                    check: if u.check == NONE {
+                        NONE
+                    } else {
+                        u.check | if u.id != NONE { PIECE } else { 0 }
+                    },
+                })
+                .collect(),
+            pieces: units.iter().map(|u| (u.id, f32::NEG_INFINITY)).collect(),
         }
     }
 
-    /// A walk's start: the root state and its unit.
+    /// A walk's start: the root state and its base.
     #[inline(always)]
-    pub fn root(&self) -> (u32, Unit) {
-        (0, self.units[0])
+    pub fn root(&self) -> (u32, u32) {
+        (0, self.hot[0].base)
     }
 
-    /// One step of a walk from `state` (whose unit is `unit`) on byte `b`: the child state and
-    /// its unit, carried along so each step reads one unit.
+    /// One step of a walk from `state` (whose base is `base`) on byte `b`: the child state, its
+    /// base, and whether a piece ends there.
     #[inline(always)]
-    pub fn step(&self, state: u32, unit: &Unit, b: u8) -> Option<(u32, Unit)> {
-        let t = unit.base + u32::from(b);
-        match self.units.get(t as usize) {
-            Some(u) if u.check == state => Some((t, *u)),
+    pub fn step(&self, state: u32, base: u32, b: u8) -> Option<(u32, u32, bool)> {
+        let t = base + u32::from(b);
+        match self.hot.get(t as usize) {
+            Some(h) if h.check & !PIECE == state => Some((t, h.base, h.check & PIECE != 0)),
             _ => None,
         }
     }
 
-    /// The piece ending at `state`, or [`NONE`].
+    /// The piece ending at `state` ([`NONE`] if none) and its score.
     #[inline(always)]
-    pub fn id(&self, state: u32) -> u32 {
-        self.units[state as usize].id
+    pub fn piece(&self, state: u32) -> (u32, f32) {
+        self.pieces[state as usize]
     }
 
     /// Stores `score(id)` beside every piece.
     pub fn set_scores(&mut self, score: impl Fn(u32) -> f32) {
-        for u in &mut self.units {
-            if u.id != NONE {
-                u.score = score(u.id);
+        for p in &mut self.pieces {
+            if p.0 != NONE {
+                p.1 = score(p.0);
             }
         }
     }
@@ -172,20 +181,17 @@ impl DoubleArray {
     /// The id of exactly `key`.
     #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<u32> {
-        let mut s = 0;
+        let (mut s, mut base) = self.root();
         for &b in key {
-            s = self.child(s, b);
-            if s == NONE {
-                return None;
-            }
+            (s, base, _) = self.step(s, base, b)?;
         }
-        Some(self.id(s)).filter(|&id| id != NONE)
+        Some(self.piece(s).0).filter(|&id| id != NONE)
     }
 
     /// Number of units (for tests of density).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.units.len()
+        self.hot.len()
     }
 }
 
