@@ -282,7 +282,7 @@ impl Tokenizer {
 
     /// Encodes text; special tokens are recognised only where `allowed` says so.
     pub fn encode(&self, text: &str, allowed: &AllowedSpecial) -> Result<Vec<u32>> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut out = Vec::with_capacity(self.ids_capacity(text));
         self.encode_into(text, allowed, &mut out)?;
         Ok(out)
     }
@@ -342,7 +342,7 @@ impl Tokenizer {
         allowed: &AllowedSpecial,
         add_special_tokens: bool,
     ) -> Result<Vec<u32>> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 3);
+        let mut out = Vec::with_capacity(self.ids_capacity(text) + 2);
         match (add_special_tokens, &self.post_processor) {
             (true, Some(PostProcessor::Bert { cls, sep })) => {
                 out.push(cls.1);
@@ -357,6 +357,16 @@ impl Tokenizer {
             _ => self.encode_into(text, allowed, &mut out)?,
         }
         Ok(out)
+    }
+
+    /// Room for the ids of `text` that avoids growing the vector on most texts: a Unigram
+    /// vocabulary of a few thousand pieces gives about one id per two bytes of English, the
+    /// byte-level BPE ones about one per four.
+    fn ids_capacity(&self, text: &str) -> usize {
+        match self.model {
+            ModelWrapper::Unigram(_) => text.len() / 2 + 1,
+            _ => text.len() / 3 + 1,
+        }
     }
 
     /// Encodes a stretch of text that holds no added token to match: normalizer,

@@ -592,40 +592,14 @@ impl UnigramModel {
                 till_here = S::ZERO;
             }
             let mblen = crate::normalizers::sentencepiece::utf8_len(text[start]).min(n - start);
-            // The first character: a piece of exactly it is the "single node" that keeps the
-            // unknown piece out (pieces are whole characters, so none ends inside it).
             let (mut state, mut base) = trie.root();
-            let mut walking = true;
-            let mut ends_piece = false;
-            for &b in &text[start..start + mblen] {
-                match trie.step(state, base, b) {
-                    Some((s, bs, p)) => (state, base, ends_piece) = (s, bs, p),
-                    None => {
-                        walking = false;
-                        break;
-                    }
-                }
-            }
-            let has_single = walking && ends_piece;
-            if has_single {
-                let (id, stored) = trie.piece(state);
-                let candidate = S::piece_score(stored, id, scores) + till_here;
-                let target = &mut best[start + mblen];
-                if candidate > target.score {
-                    *target = BestPath {
-                        score: candidate,
-                        start: start as u32,
-                        id,
-                    };
-                }
-            }
-            // Longer pieces.
-            let mut pos = start + mblen;
-            while walking && pos < n {
-                match trie.step(state, base, text[pos]) {
-                    Some((s, bs, p)) => (state, base, ends_piece) = (s, bs, p),
-                    None => break,
-                }
+            let mut has_single = false;
+            let mut pos = start;
+            while pos < n {
+                let Some((s, bs, ends_piece)) = trie.step(state, base, text[pos]) else {
+                    break;
+                };
+                (state, base) = (s, bs);
                 pos += 1;
                 if !ends_piece {
                     continue;
@@ -640,6 +614,7 @@ impl UnigramModel {
                         id,
                     };
                 }
+                has_single |= pos - start == mblen;
             }
             if !has_single {
                 let candidate = unk_score + till_here;
