@@ -295,30 +295,34 @@ impl SentencePieceNormalizer {
             out.push_str(space);
         }
         let mut is_prev_space = self.remove_extra_whitespaces;
-        while !rest.is_empty() {
+        let plain_space = self.ascii[b' ' as usize].as_deref() == Some(" ");
+        // Indexes into the bytes in the fast paths, which only ever stop at ASCII bytes, so
+        // every `i` there is a character boundary.
+        let bytes = rest.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
             // A run of plain ASCII is copied whole: it cannot start with a space and does not
             // end with one.
-            let bytes = rest.as_bytes();
-            let run = self.plain_run(bytes);
+            let run = self.plain_run(&bytes[i..]);
             if run > 0 {
-                out.push_str(&rest[..run]);
-                rest = &rest[run..];
+                out.push_str(&rest[i..i + run]);
+                i += run;
                 is_prev_space = false;
                 continue;
             }
             // A plain space (the common case between words), without the general path.
-            if bytes[0] == b' '
-                && self.ascii[b' ' as usize].as_deref() == Some(" ")
-                && !bytes.get(1).is_some_and(|&n| self.continues(b' ', n))
+            if bytes[i] == b' '
+                && plain_space
+                && !bytes.get(i + 1).is_some_and(|&n| self.continues(b' ', n))
             {
                 if !is_prev_space {
                     out.push_str(space);
                 }
                 is_prev_space = self.remove_extra_whitespaces;
-                rest = &rest[1..];
+                i += 1;
                 continue;
             }
-            let (mut piece, len) = self.prefix_fast(rest);
+            let (mut piece, len) = self.prefix_fast(&rest[i..]);
             if is_prev_space {
                 piece = piece.trim_start_matches(' ');
             }
@@ -330,7 +334,7 @@ impl SentencePieceNormalizer {
                 }
                 is_prev_space = piece.ends_with(' ');
             }
-            rest = &rest[len..];
+            i += len;
             if !self.remove_extra_whitespaces {
                 is_prev_space = false;
             }
