@@ -11,6 +11,8 @@ fortunes-zh, cut to --max-mb with the same mix) encoded to ids, no special token
   tokpipe        ``Tokenizer.from_sentencepiece(...)``, ``encode``
   hf-tokenizers  the tokenizer.json transformers' ``SpmConverter.build_tokenizer_from_spm_proto``
                  (legacy) writes for the model, the HF spelling closest to sentencepiece
+  tokpipe-json   ``Tokenizer.from_file`` of that tokenizer.json (HF's rules; special tokens
+                 matched in the text, as HF does)
   tokie          the same tokenizer.json
 
   doc    a Python loop of one-document encodes, the process pinned to one CPU;
@@ -19,8 +21,8 @@ fortunes-zh, cut to --max-mb with the same mix) encoded to ids, no special token
 
 Each measurement runs in a fresh subprocess; the best of --runs is kept. MB/s counts UTF-8
 input bytes over wall time; MB/CPU-s over the process's CPU time (user + system of all its
-threads), the figure that stays put on a shared, busy machine. "ids = spm" says whether every
-document's ids equal sentencepiece's (doc mode).
+threads), the figure that stays put on a shared, busy machine. "ids = spm" and "ids = HF" say
+whether every document's ids equal sentencepiece's and HF tokenizers' (doc mode).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ import _corpus  # noqa: E402
 
 VOCAB = Path("/work/shared/corpora/vocab")
 MODELS = ("spm_botchan_unigram_1000.model", "spm_ja_unigram_8000.model")
-ENCODERS = ("sentencepiece", "tokpipe", "hf-tokenizers", "tokie")
+ENCODERS = ("sentencepiece", "tokpipe", "hf-tokenizers", "tokpipe-json", "tokie")
 
 
 def make(name: str, model: str, hf_json: str):
@@ -49,6 +51,12 @@ def make(name: str, model: str, hf_json: str):
 
         tok = tokpipe.Tokenizer.from_sentencepiece(model)
         return tok.encode, (lambda ts, n: tok.encode_batch(ts, num_threads=n))
+    if name == "tokpipe-json":
+        import tokpipe
+
+        tok = tokpipe.Tokenizer.from_file(hf_json)
+        return (lambda t: tok.encode(t, allowed_special="all")), \
+            (lambda ts, n: tok.encode_batch(ts, num_threads=n, allowed_special="all"))
     if name == "sentencepiece":
         import sentencepiece as spm
 
@@ -156,15 +164,23 @@ def main() -> None:
             if ids_out:
                 ids[enc] = json.loads(ids_out.read_text())
         ref = ids.get("sentencepiece")
+        hf_ref = ids.get("hf-tokenizers")
         spm_cpu = {(m, t): c for e, m, t, _, c in rows if e == "sentencepiece"}
         print(f"\n### {model_name}: {r['docs']:,} documents, {mb:.1f} MB ({args.sources})\n")
-        print("| encoder | mode | threads | MB/s | MB/CPU-s | x spm (CPU) | ids = spm |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print("| encoder | mode | threads | MB/s | MB/CPU-s | x spm (CPU) | ids = spm | ids = HF |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+        def same(enc: str, reference) -> str:
+            if reference is None or enc not in ids or mode != "doc":
+                return ""
+            if ids[enc] == reference:
+                return "yes"
+            return f"{sum(a != b for a, b in zip(ids[enc], reference))} docs differ"
+
         for enc, mode, threads, speed, cpu in rows:
-            same = "" if ref is None or enc not in ids else (
-                "yes" if ids[enc] == ref else f"{sum(a != b for a, b in zip(ids[enc], ref))} docs differ")
             ratio = cpu / spm_cpu[(mode, threads)] if (mode, threads) in spm_cpu else float("nan")
-            print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.2f} | {same} |")
+            print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.2f} | {same(enc, ref)} "
+                  f"| {same(enc, hf_ref)} |")
 
 
 if __name__ == "__main__":

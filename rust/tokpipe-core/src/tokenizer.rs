@@ -389,7 +389,10 @@ impl Tokenizer {
                 let mut buf = buf.take();
                 n.normalize_into(text, &mut buf);
                 let result = self.encode_normalized(&buf, at_start, out);
-                NORMALIZED.set(buf);
+                // Kept for the next document, unless a huge one made it huge.
+                if buf.capacity() <= KEEP_SCRATCH_BYTES {
+                    NORMALIZED.set(buf);
+                }
                 result
             }),
             Some(n) => self.encode_normalized(&n.normalize(text), at_start, out),
@@ -540,6 +543,9 @@ impl Tokenizer {
         })
     }
 }
+
+/// Scratch buffers larger than this are freed after use rather than kept per thread.
+pub(crate) const KEEP_SCRATCH_BYTES: usize = 64 << 20;
 
 thread_local! {
     /// The normalized text of the stretch being encoded (see `encode_ordinary`).
