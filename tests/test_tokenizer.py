@@ -35,7 +35,7 @@ def test_missing_file_is_file_not_found_with_its_name(tmp_path: Path) -> None:
         (b"", "invalid JSON"),
         (b"{\"model\": ", "invalid JSON"),
         (b"[1, 2]", "no `model`"),
-        (b"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "not supported"),
+        (b"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "vocabulary is empty"),
         (b"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "vocabulary is empty"),
         (b"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", "byte-level"),
     ],

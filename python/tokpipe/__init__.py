@@ -2,7 +2,8 @@
 
 The public names::
 
-    Tokenizer      load (tokenizer.json, .tiktoken, GPT-2 files, BERT vocab.txt), encode, decode, save
+    Tokenizer      load (tokenizer.json, sentencepiece .model, .tiktoken, GPT-2 files, BERT vocab.txt),
+                   encode (n-best and sampled for Unigram), decode, save
     train_bpe      train a byte-level BPE tokenizer on files or an iterable of strings
     train_wordpiece  train a BERT WordPiece tokenizer (likelihood or HF's frequency score)
     CorpusReport   what a training run read and set aside

@@ -8,6 +8,7 @@ the GIL released.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, Union
 
@@ -25,12 +26,18 @@ StrPath = Union[str, "os.PathLike[str]"]
 
 
 class Tokenizer:
-    """A tokenizer: normalizer, pre-tokenizer, model (byte-level BPE or WordPiece), special
-    tokens, and for BERT the ``[CLS] … [SEP]`` post-processor and the WordPiece decoder.
+    """A tokenizer: normalizer, pre-tokenizer, model (byte-level BPE, WordPiece or Unigram),
+    special tokens, the post-processor (``[CLS] … [SEP]``, ``<s> … </s>``) and the decoder.
 
-    Build one with :meth:`from_file` (HF ``tokenizer.json``), :meth:`from_tiktoken`,
-    :meth:`from_gpt2`, :meth:`from_wordpiece_vocab` (BERT ``vocab.txt``),
-    :func:`tokpipe.train_bpe` or :func:`tokpipe.train_wordpiece`.
+    Build one with :meth:`from_file` (HF ``tokenizer.json`` or sentencepiece ``.model``),
+    :meth:`from_sentencepiece`, :meth:`from_tiktoken`, :meth:`from_gpt2`,
+    :meth:`from_wordpiece_vocab` (BERT ``vocab.txt``), :func:`tokpipe.train_bpe` or
+    :func:`tokpipe.train_wordpiece`.
+
+    A sentencepiece ``.model`` gives sentencepiece's ids (normalizer with its precompiled
+    charsmap, whitespace rules, user-defined symbols, Viterbi, unknown characters fused or
+    spelled as ``<0xNN>`` bytes); a Unigram ``tokenizer.json`` gives HF's. Unigram tokenizers
+    also have :meth:`encode_nbest` and :meth:`encode_sample` (subword regularization).
     """
 
     __slots__ = ("_core",)
@@ -41,9 +48,22 @@ class Tokenizer:
     # -- loading -------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: StrPath) -> Tokenizer:
-        """Load an HF ``tokenizer.json``: byte-level BPE or WordPiece (the model type is read
-        from the file)."""
+        """Load an HF ``tokenizer.json`` (byte-level BPE, WordPiece or Unigram) or a
+        sentencepiece ``.model``, told apart by their content, not their name."""
         return cls(_core.Tokenizer.from_file(os.fspath(path)))
+
+    @classmethod
+    def from_sentencepiece(cls, path: StrPath) -> Tokenizer:
+        """Load a sentencepiece ``.model`` (Unigram). Ids, n-best lists and decoded text are
+        sentencepiece's. Control pieces (``<s>``, ``</s>``) are special tokens: text unless
+        ``allowed_special`` names them, and ``add_special_tokens=True`` wraps the ids in
+        ``<s> … </s>``. BPE ``.model`` files are refused (not supported yet)."""
+        return cls(_core.Tokenizer.from_sentencepiece(os.fspath(path)))
+
+    @classmethod
+    def from_sentencepiece_bytes(cls, data: bytes) -> Tokenizer:
+        """Load a serialized sentencepiece model (``serialized_model_proto()``)."""
+        return cls(_core.Tokenizer.from_sentencepiece_bytes(data))
 
     @classmethod
     def from_str(cls, json: str) -> Tokenizer:
@@ -108,7 +128,8 @@ class Tokenizer:
         names them (or is ``"all"``), like tiktoken's ``encode_ordinary`` by default.
         Added tokens that are not special (from an HF file) are always matched, as HF does.
         No special tokens are added unless ``add_special_tokens`` is set; then a BERT
-        tokenizer gives ``[CLS] … [SEP]`` (HF's BertProcessing), a byte-level one adds none.
+        tokenizer gives ``[CLS] … [SEP]`` (HF's BertProcessing), a sentencepiece one
+        ``<s> … </s>`` (sentencepiece's ``add_bos``/``add_eos``), a byte-level one none.
         """
         return self._core.encode(text, allowed_special or None, add_special_tokens)
 
@@ -153,10 +174,46 @@ class Tokenizer:
         return pa.LargeListArray.from_buffers(pa.large_list(value_type), len(offsets) - 1,
                                               [None, pa.py_buffer(bounds)], children=[values])
 
+    def encode_nbest(self, text: str, n: int, *, scores: bool = False) -> list[list[int]] | list[tuple[list[int], float]]:
+        """The ``n`` most likely segmentations of ``text``, best first, as sentencepiece's
+        ``nbest_encode_as_ids`` (``n`` is clamped to 1..1024; ``n=1`` is :meth:`encode`).
+        With ``scores=True``, ``(ids, log probability)`` pairs. Unigram tokenizers only."""
+        result = self._core.encode_nbest(text, n)
+        return result if scores else [ids for ids, _ in result]
+
+    def encode_sample(self, text: str, alpha: float = 0.1, nbest_size: int = -1, seed: int | None = None) -> list[int]:
+        """One segmentation of ``text`` drawn at random, for subword regularization
+        (sentencepiece's ``encode(..., enable_sampling=True, alpha=, nbest_size=)``).
+
+        ``nbest_size=-1`` draws from every segmentation with probability proportional to
+        ``exp(alpha * score)`` (forward filtering, backward sampling); ``nbest_size > 1`` draws
+        among the ``nbest_size`` best the same way; 0 or 1 gives :meth:`encode`. Smaller
+        ``alpha`` flattens the distribution. The same ``seed`` gives the same draw (not
+        sentencepiece's draw: the random numbers are ours); ``None`` picks a fresh seed.
+        Unigram tokenizers only.
+        """
+        return self._core.encode_sample(text, alpha, nbest_size, _seed(seed))
+
+    def encode_batch_sample(
+        self,
+        texts: Iterable[str],
+        alpha: float = 0.1,
+        nbest_size: int = -1,
+        seed: int | None = None,
+        num_threads: int | None = None,
+    ) -> list[list[int]]:
+        """:meth:`encode_sample` of each text, in parallel with the GIL released. Text ``i``
+        draws from a generator seeded by ``seed`` and ``i``, so the output is the same at any
+        thread count."""
+        if not isinstance(texts, list):
+            texts = list(texts)
+        return self._core.encode_batch_sample(texts, alpha, nbest_size, _seed(seed), num_threads)
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD. WordPiece
         tokenizers decode as HF does (tokens joined by spaces, ``##`` pieces glued, special
-        tokens skipped)."""
+        tokens skipped); sentencepiece ones as sentencepiece's ``decode`` (``▁`` as spaces, the
+        dummy prefix dropped, ``<0xNN>`` pieces as bytes, ``<unk>`` as `` ⁇ ``)."""
         return self._core.decode(ids if isinstance(ids, list) else list(ids))
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -176,7 +233,7 @@ class Tokenizer:
 
     @property
     def model_type(self) -> str:
-        """HF's model type: ``"BPE"`` or ``"WordPiece"``."""
+        """HF's model type: ``"BPE"``, ``"WordPiece"`` or ``"Unigram"``."""
         return self._core.model_type
 
     @property
@@ -221,6 +278,16 @@ class Tokenizer:
         of that format; pass them to ``tiktoken.Encoding`` yourself)."""
         self._core.save_tiktoken(os.fspath(path))
 
+    def save_sentencepiece(self, path: StrPath) -> None:
+        """Write a Unigram tokenizer as a sentencepiece ``.model`` that
+        ``sentencepiece.SentencePieceProcessor`` loads and encodes alike. A tokenizer loaded
+        from a ``.model`` is written back byte for byte."""
+        self._core.save_sentencepiece(os.fspath(path))
+
+    def sentencepiece_bytes(self) -> bytes:
+        """The ``.model`` bytes :meth:`save_sentencepiece` writes."""
+        return self._core.to_sentencepiece_bytes()
+
     def save_vocab(self, path: StrPath) -> None:
         """Write a WordPiece vocabulary as BERT's ``vocab.txt`` (one token a line, in id order)."""
         self._core.save_vocab(os.fspath(path))
@@ -228,3 +295,8 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(model={self.model_type}, vocab_size={self.vocab_size}, "
                 f"special_tokens={len(self.special_tokens)})")
+
+
+def _seed(seed: int | None) -> int:
+    """A 64-bit seed: the one given (taken modulo 2**64), or a fresh random one."""
+    return secrets.randbits(64) if seed is None else seed % (1 << 64)

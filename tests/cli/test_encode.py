@@ -44,6 +44,23 @@ def test_encode_text_matches_hf_and_decode_round_trips(tmp_path: Path, lines: tu
     assert back.stdout.splitlines() == docs
 
 
+def test_encode_and_decode_with_a_sentencepiece_model(tmp_path: Path, lines: tuple[Path, list[str]]) -> None:
+    import sentencepiece as spm
+
+    model = VOCAB / "spm_ja_unigram_8000.model"
+    peer = spm.SentencePieceProcessor(model_file=str(model))
+    path, docs = lines
+    out = run("encode", "-t", str(model), str(path))
+    assert out.returncode == 0, out.stderr
+    rows = [[int(x) for x in row.split()] for row in out.stdout.splitlines()]
+    assert rows == [peer.encode(d) for d in docs]
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text(out.stdout, encoding="utf-8")
+    back = run("decode", "-t", str(model), str(ids_file))
+    assert back.returncode == 0, back.stderr
+    assert back.stdout.splitlines() == [peer.decode(r) for r in rows]
+
+
 def test_encode_jsonl_and_npy(tmp_path: Path, lines: tuple[Path, list[str]]) -> None:
     path, docs = lines
     records = tmp_path / "in.jsonl"

@@ -1,4 +1,5 @@
-"""Reference encoders built offline from the shared vocabulary files.
+"""Reference encoders built offline from the shared vocabulary files, and sentencepiece models
+trained here.
 
 tiktoken's own encoding constructors (``tiktoken_ext.openai_public``) download their rank files;
 we hand them the local copies instead, so the pattern and special tokens under test are the
@@ -9,14 +10,17 @@ from __future__ import annotations
 
 import functools
 import gzip
+import io
 import tempfile
 from pathlib import Path
+
+import sentencepiece as spm
 
 import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 
-from tests.conftest import VOCAB
+from tests.conftest import CORPORA, VOCAB
 
 # (tiktoken constructor, local rank file, tokpipe pattern preset)
 ENCODINGS = {
@@ -56,3 +60,33 @@ def tiktoken_encoding(name: str) -> tiktoken.Encoding:
             openai_public.load_tiktoken_bpe = original
     spec.pop("explicit_n_vocab", None)
     return tiktoken.Encoding(**spec)
+
+
+# -- sentencepiece models trained here (byte fallback, user-defined symbols, other rules) --
+
+USER_DEFINED = ["<sep>", "[MASK]", "@@", "日本", "New York"]
+
+TRAINED = {
+    # Byte fallback (unknown characters as <0xNN> pieces), user-defined and extra control
+    # symbols.
+    "bytes_user_defined": dict(byte_fallback=True, user_defined_symbols=USER_DEFINED, control_symbols=["<ctl>"]),
+    "nfkc": dict(normalization_rule_name="nfkc"),
+    "identity_suffix": dict(normalization_rule_name="identity", treat_whitespace_as_suffix=True,
+                            remove_extra_whitespaces=False),
+    # Pieces across spaces, no dummy prefix, case folding, a pad piece and another unk surface.
+    "nfkc_cf_no_split": dict(normalization_rule_name="nmt_nfkc_cf", add_dummy_prefix=False,
+                             split_by_whitespace=False, pad_id=3, unk_surface="<?>"),
+    "whitespace_pieces": dict(allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
+                              split_digits=True),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def trained(name: str) -> bytes:
+    """A Unigram model sentencepiece trains on botchan and some Japanese (3000 pieces)."""
+    lines = (CORPORA / "text" / "botchan.txt").read_text(encoding="utf-8").splitlines()
+    lines += (CORPORA / "text" / "wagahaiwa_nekodearu.txt").read_text(encoding="utf-8").splitlines()[:300]
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, model_type="unigram",
+                                   vocab_size=3000, num_threads=2, minloglevel=2, **TRAINED[name])
+    return buf.getvalue()

@@ -66,7 +66,7 @@ def _batches(docs: Iterator[str]) -> Iterator[list[str]]:
 
 @cli.command("encode")
 @click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="An HF tokenizer.json (from train-bpe, say).")
+              help="An HF tokenizer.json (from train-bpe, say) or a sentencepiece .model.")
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
               help="text: one line of space-separated ids per document; jsonl: {\"ids\": [...]} per document; "
@@ -107,7 +107,7 @@ def encode_command(tokenizer_path: str, inputs: tuple[str, ...], fmt: str, outpu
 
 @cli.command("decode")
 @click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="An HF tokenizer.json.")
+              help="An HF tokenizer.json or a sentencepiece .model.")
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
               help="What INPUTS hold, as written by `tokpipe encode --format`.")

@@ -5,12 +5,14 @@
 //! - [`pre_tokenizers`]: splits text into pieces (regex presets gpt2 / cl100k / o200k with
 //!   hand-written scanners, any custom pattern through fancy-regex, or BERT's splitter).
 //! - [`models`]: the [`models::Model`] and [`models::Trainer`] traits and one folder per model:
-//!   [`models::bpe`] (byte-level BPE) and [`models::wordpiece`] (BERT, LinMaxMatch encoder,
-//!   likelihood or frequency trainer).
+//!   [`models::bpe`] (byte-level BPE), [`models::wordpiece`] (BERT, LinMaxMatch encoder,
+//!   likelihood or frequency trainer) and [`models::unigram`] (sentencepiece's model: Viterbi,
+//!   n-best, sampling).
+//! - [`decoders`]: sentencepiece's decoder and HF's decoders for converted tokenizers.
 //! - [`tokenizer`]: [`Tokenizer`] ties normalizer, pre-tokenizer, model, special tokens,
 //!   post-processor and decoder together and is what callers encode and decode with.
 //! - [`formats`]: readers and writers for the files people already have: HF `tokenizer.json`,
-//!   `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`, BERT `vocab.txt`.
+//!   sentencepiece `.model`, `.tiktoken`, GPT-2 `encoder.json` + `vocab.bpe`, BERT `vocab.txt`.
 //! - [`corpus`]: streaming readers for training input (txt, jsonl[.gz|.zst]).
 //! - [`jsonl`]: JSON-lines records: the field extraction both JSON readers share, and the
 //!   data pipeline reader's fast path (blocks of lines to Arrow string buffers).
@@ -25,6 +27,7 @@
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
+pub mod decoders;
 pub mod error;
 pub mod fasttext;
 pub mod formats;

@@ -2,8 +2,13 @@
 //! added tokens are found in the raw text, the stretches between them are normalized,
 //! pre-tokenized and encoded by the model; the post-processor adds `[CLS]`/`[SEP]` when asked,
 //! and the decoder turns ids back into text.
+//!
+//! A Unigram tokenizer can also give its n best segmentations and draw one at random
+//! (subword regularization): [`Tokenizer::encode_nbest`], [`Tokenizer::encode_sample`].
 
+use crate::decoders::{DecodeStep, SentencePieceDecoder};
 use crate::error::{Error, Result};
+use crate::models::unigram::nbest::{Segment, SplitMix64};
 use crate::models::{Model, ModelWrapper};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
@@ -42,6 +47,10 @@ pub struct AddedToken {
     pub content: String,
     pub id: u32,
     pub special: bool,
+    /// HF's `normalized` flag, kept for writing the file back. (HF matches such a token in the
+    /// normalized text; it is matched in the raw text here, which is the same for the
+    /// tokenizers whose normalizer leaves the token's spelling alone.)
+    pub normalized: bool,
 }
 
 impl AddedToken {
@@ -50,6 +59,7 @@ impl AddedToken {
             content: content.into(),
             id,
             special: true,
+            normalized: false,
         }
     }
 }
@@ -63,10 +73,16 @@ pub enum PostProcessor {
         cls: (String, u32),
         sep: (String, u32),
     },
+    /// HF's `TemplateProcessing` for one sequence: special tokens before and after it
+    /// (`<s> $A </s>`, T5's `$A </s>`, Llama's `<s> $A`).
+    Template {
+        before: Vec<(String, u32)>,
+        after: Vec<(String, u32)>,
+    },
 }
 
 /// How ids become text again (HF's `decoder`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub enum Decoder {
     /// The tokens' bytes, concatenated (byte-level BPE).
     #[default]
@@ -74,6 +90,11 @@ pub enum Decoder {
     /// HF's WordPiece decoder: tokens joined by spaces, the prefix glues a token to the one
     /// before it; `cleanup` removes the spaces BERT's tokenization put before punctuation.
     WordPiece { prefix: String, cleanup: bool },
+    /// sentencepiece's `DecodeIds` (needs a Unigram model).
+    SentencePiece(std::sync::Arc<SentencePieceDecoder>),
+    /// HF's decoders in order (`Metaspace`, or a `Sequence` of them) over the token strings,
+    /// special tokens skipped.
+    Steps(std::sync::Arc<[DecodeStep]>),
 }
 
 #[derive(Clone, Debug)]
@@ -189,8 +210,8 @@ impl Tokenizer {
         &self.decoder
     }
 
-    pub fn normalizer(&self) -> Option<Normalizer> {
-        self.normalizer
+    pub fn normalizer(&self) -> Option<&Normalizer> {
+        self.normalizer.as_ref()
     }
 
     pub fn add_prefix_space(&self) -> bool {
@@ -261,7 +282,7 @@ impl Tokenizer {
 
     /// Encodes text; special tokens are recognised only where `allowed` says so.
     pub fn encode(&self, text: &str, allowed: &AllowedSpecial) -> Result<Vec<u32>> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut out = Vec::with_capacity(self.ids_capacity(text));
         self.encode_into(text, allowed, &mut out)?;
         Ok(out)
     }
@@ -272,18 +293,35 @@ impl Tokenizer {
         allowed: &AllowedSpecial,
         out: &mut Vec<u32>,
     ) -> Result<()> {
+        self.for_each_stretch(text, allowed, |stretch| match stretch {
+            Stretch::Text(t, at_start) => self.encode_ordinary(t, at_start, out),
+            Stretch::Added(id) => {
+                out.push(id);
+                Ok(())
+            }
+        })
+    }
+
+    /// Cuts `text` at the added tokens that are matched (see [`AllowedSpecial`]) and calls
+    /// `each` with the stretches of ordinary text and the added tokens, in order.
+    fn for_each_stretch<'t>(
+        &self,
+        text: &'t str,
+        allowed: &AllowedSpecial,
+        mut each: impl FnMut(Stretch<'t>) -> Result<()>,
+    ) -> Result<()> {
         let matcher = match (&self.added_matcher, allowed) {
             (Some(m), AllowedSpecial::All | AllowedSpecial::Some(_)) => m,
             (Some(m), AllowedSpecial::None) if self.has_plain_added => m,
-            _ => return self.encode_ordinary(text, out),
+            _ => return each(Stretch::Text(text, true)),
         };
         let mut start = 0; // start of the ordinary text not yet encoded
         let mut search = 0; // where the next search for an added token begins
         while let Some(m) = matcher.find(aho_corasick::Input::new(text).span(search..text.len())) {
             let tok = &self.added[m.pattern().as_usize()];
             if !tok.special || allowed.allows(&tok.content) {
-                self.encode_ordinary(&text[start..m.start()], out)?;
-                out.push(tok.id);
+                each(Stretch::Text(&text[start..m.start()], start == 0))?;
+                each(Stretch::Added(tok.id))?;
                 start = m.end();
                 search = m.end();
             } else {
@@ -292,7 +330,7 @@ impl Tokenizer {
                 search = m.start() + text[m.start()..].chars().next().map_or(1, char::len_utf8);
             }
         }
-        self.encode_ordinary(&text[start..], out)
+        each(Stretch::Text(&text[start..], start == 0))
     }
 
     /// [`Tokenizer::encode`], then `[CLS]`/`[SEP]` (or whatever the post-processor adds)
@@ -304,33 +342,78 @@ impl Tokenizer {
         allowed: &AllowedSpecial,
         add_special_tokens: bool,
     ) -> Result<Vec<u32>> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 3);
-        if add_special_tokens {
-            if let Some(PostProcessor::Bert { cls, sep }) = &self.post_processor {
+        let mut out = Vec::with_capacity(self.ids_capacity(text) + 2);
+        match (add_special_tokens, &self.post_processor) {
+            (true, Some(PostProcessor::Bert { cls, sep })) => {
                 out.push(cls.1);
                 self.encode_into(text, allowed, &mut out)?;
                 out.push(sep.1);
-                return Ok(out);
             }
+            (true, Some(PostProcessor::Template { before, after })) => {
+                out.extend(before.iter().map(|t| t.1));
+                self.encode_into(text, allowed, &mut out)?;
+                out.extend(after.iter().map(|t| t.1));
+            }
+            _ => self.encode_into(text, allowed, &mut out)?,
         }
-        self.encode_into(text, allowed, &mut out)?;
         Ok(out)
     }
 
-    /// Encodes a stretch of text that holds no added token to match: normalizer,
-    /// pre-tokenizer, model.
-    fn encode_ordinary(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        match self.normalizer {
-            Some(n) => self.encode_normalized(&n.normalize(text), out),
-            None => self.encode_normalized(text, out),
+    /// Room for the ids of `text` that avoids growing the vector on most texts: a Unigram
+    /// vocabulary of a few thousand pieces gives about one id per two bytes of English, the
+    /// byte-level BPE ones about one per four.
+    fn ids_capacity(&self, text: &str) -> usize {
+        match self.model {
+            ModelWrapper::Unigram(_) => text.len() / 2 + 1,
+            _ => text.len() / 3 + 1,
         }
     }
 
-    fn encode_normalized(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// Encodes a stretch of text that holds no added token to match: normalizer,
+    /// pre-tokenizer, model. `at_start`: the stretch starts the input.
+    fn encode_ordinary(&self, text: &str, at_start: bool, out: &mut Vec<u32>) -> Result<()> {
+        // HF drops empty stretches between added tokens before normalizing them.
+        if text.is_empty() {
+            return Ok(());
+        }
+        match &self.normalizer {
+            // Metaspace's `first` needs to know whether normalizing dropped the stretch's
+            // first characters (HF's alignments).
+            Some(n) if at_start && self.pre.prepends_first_only() => {
+                let (normalized, from_start) = n.normalize_from_start(text);
+                self.encode_normalized(&normalized, from_start, out)
+            }
+            // sentencepiece's normalizer always writes new text (`▁`): into a buffer reused
+            // across calls, not a fresh allocation per document.
+            Some(Normalizer::SentencePiece(n)) => NORMALIZED.with(|buf| {
+                let mut buf = buf.take();
+                n.normalize_into(text, &mut buf);
+                let result = self.encode_normalized(&buf, at_start, out);
+                // Kept for the next document, unless a huge one made it huge.
+                if buf.capacity() <= KEEP_SCRATCH_BYTES {
+                    NORMALIZED.set(buf);
+                }
+                result
+            }),
+            Some(n) => self.encode_normalized(&n.normalize(text), at_start, out),
+            None => self.encode_normalized(text, at_start, out),
+        }
+    }
+
+    fn encode_normalized(&self, text: &str, at_start: bool, out: &mut Vec<u32>) -> Result<()> {
         let model = match &self.model {
             ModelWrapper::Bpe(model) => model,
             ModelWrapper::WordPiece(model) => {
                 return self.pre.split(text, |word| model.encode_word(word, out));
+            }
+            ModelWrapper::Unigram(model) => {
+                return match &self.pre {
+                    PreTokenizer::Whole => {
+                        model.encode_into(text, out);
+                        Ok(())
+                    }
+                    pre => pre.for_each_piece(text, at_start, &mut |p| model.encode_into(p, out)),
+                };
             }
         };
         // HF puts the prefix space before each stretch of text between added tokens.
@@ -415,8 +498,14 @@ impl Tokenizer {
         }
     }
 
-    /// The bytes the ids stand for; an unknown id is an error.
+    /// The bytes the ids stand for; an unknown id is an error. A sentencepiece decoder gives
+    /// its text with byte pieces as raw bytes; HF's decoder steps give their text.
     pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        match &self.decoder {
+            Decoder::SentencePiece(d) => return d.decode(self.unigram_for_decode()?, ids, true),
+            Decoder::Steps(steps) => return self.decode_steps(ids, steps).map(String::into_bytes),
+            _ => {}
+        }
         let mut out = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
             match self.token_bytes(id) {
@@ -435,8 +524,17 @@ impl Tokenizer {
     /// Decodes to text; byte sequences that are not valid UTF-8 become U+FFFD. The WordPiece
     /// decoder skips special tokens, as HF's `decode` does by default.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        if let Decoder::WordPiece { prefix, cleanup } = &self.decoder {
-            return self.decode_wordpiece(ids, prefix, *cleanup);
+        match &self.decoder {
+            Decoder::WordPiece { prefix, cleanup } => {
+                return self.decode_wordpiece(ids, prefix, *cleanup)
+            }
+            Decoder::SentencePiece(d) => {
+                let bytes = d.decode(self.unigram_for_decode()?, ids, false)?;
+                return Ok(String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()));
+            }
+            Decoder::Steps(steps) => return self.decode_steps(ids, steps),
+            Decoder::ByteLevel => {}
         }
         let bytes = self.decode_bytes(ids)?;
         Ok(match String::from_utf8(bytes) {
@@ -446,7 +544,157 @@ impl Tokenizer {
     }
 }
 
+/// Scratch buffers larger than this are freed after use rather than kept per thread.
+pub(crate) const KEEP_SCRATCH_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// The normalized text of the stretch being encoded (see `encode_ordinary`).
+    static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// A piece of the input as [`Tokenizer::for_each_stretch`] cuts it.
+enum Stretch<'t> {
+    /// Ordinary text, and whether it starts the input.
+    Text(&'t str, bool),
+    /// An added token's id.
+    Added(u32),
+}
+
 impl Tokenizer {
+    fn unigram_for_decode(&self) -> Result<&crate::models::unigram::UnigramModel> {
+        self.model.as_unigram().ok_or_else(|| {
+            Error::InvalidArgument("the sentencepiece decoder needs a Unigram model".into())
+        })
+    }
+
+    /// HF's `decode` with `skip_special_tokens`: the tokens' strings through each decoder;
+    /// without a decoder they are joined by spaces, as HF does.
+    fn decode_steps(&self, ids: &[u32], steps: &[DecodeStep]) -> Result<String> {
+        let mut tokens = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if self
+                .added_by_id
+                .get(&id)
+                .is_some_and(|&i| self.added[i].special)
+            {
+                continue;
+            }
+            let token = self.id_to_token(id).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "token id {id} is not in the vocabulary (size {})",
+                    self.vocab_size()
+                ))
+            })?;
+            tokens.push(token.into_owned());
+        }
+        if steps.is_empty() {
+            return Ok(tokens.join(" "));
+        }
+        for step in steps {
+            tokens = step.apply(tokens);
+        }
+        Ok(tokens.concat())
+    }
+
+    /// The ordinary text of `text` as segments for the Unigram lattice: each stretch between
+    /// added tokens normalized and pre-tokenized, the added tokens fixed.
+    fn unigram_segments(&self, text: &str) -> Result<Vec<OwnedSegment>> {
+        let mut segments = Vec::new();
+        self.for_each_stretch(text, &AllowedSpecial::None, |stretch| {
+            match stretch {
+                Stretch::Added(id) => segments.push(OwnedSegment::Token(id)),
+                Stretch::Text("", _) => {}
+                Stretch::Text(t, at_start) => {
+                    let (normalized, at_start) = match &self.normalizer {
+                        Some(n) if at_start && self.pre.prepends_first_only() => {
+                            n.normalize_from_start(t)
+                        }
+                        Some(n) => (n.normalize(t), at_start),
+                        None => (std::borrow::Cow::Borrowed(t), at_start),
+                    };
+                    match &self.pre {
+                        PreTokenizer::Whole => {
+                            segments.push(OwnedSegment::Text(normalized.into_owned()))
+                        }
+                        pre => pre.for_each_piece(&normalized, at_start, &mut |p| {
+                            segments.push(OwnedSegment::Text(p.to_string()))
+                        })?,
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(segments)
+    }
+
+    fn unigram_model(&self, what: &str) -> Result<&crate::models::unigram::UnigramModel> {
+        self.model.as_unigram().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what} needs a Unigram model, not {}",
+                self.model.kind()
+            ))
+        })
+    }
+
+    /// The `n` best segmentations of `text` with their scores, best first, as sentencepiece's
+    /// `NBestEncodeAsIds` gives them (added tokens that are not special are kept whole, special
+    /// tokens are text). `n` is at most 512, as there; 0 and 1 give the best alone.
+    pub fn encode_nbest(&self, text: &str, n: usize) -> Result<Vec<(Vec<u32>, f32)>> {
+        let model = self.unigram_model("n-best encoding")?;
+        if n > MAX_NBEST {
+            return Err(Error::InvalidArgument(format!(
+                "n must be at most {MAX_NBEST}, not {n}"
+            )));
+        }
+        let owned = self.unigram_segments(text)?;
+        let segments: Vec<Segment<'_>> = owned.iter().map(OwnedSegment::as_segment).collect();
+        Ok(model.nbest(&segments, n))
+    }
+
+    /// One segmentation of `text` drawn for subword regularization, as sentencepiece's
+    /// `SampleEncodeAsIds(text, nbest_size, alpha)`: `nbest_size < 0` samples every
+    /// segmentation with probability proportional to `exp(alpha * score)`, `nbest_size > 1`
+    /// one of the n best, 0 or 1 gives the best. The same `seed` gives the same draw.
+    pub fn encode_sample(
+        &self,
+        text: &str,
+        alpha: f32,
+        nbest_size: i32,
+        seed: u64,
+    ) -> Result<Vec<u32>> {
+        let model = self.unigram_model("sampling")?;
+        check_sampling(alpha, nbest_size)?;
+        let owned = self.unigram_segments(text)?;
+        let segments: Vec<Segment<'_>> = owned.iter().map(OwnedSegment::as_segment).collect();
+        Ok(model.sample(&segments, alpha, nbest_size, &mut SplitMix64::new(seed)))
+    }
+
+    /// [`Tokenizer::encode_sample`] of many texts in parallel; text `i` draws from a generator
+    /// seeded by `seed` and `i`, so the output is the same at any thread count.
+    pub fn encode_batch_sample(
+        &self,
+        texts: &[&str],
+        alpha: f32,
+        nbest_size: i32,
+        seed: u64,
+        num_threads: Option<usize>,
+    ) -> Result<Vec<Vec<u32>>> {
+        self.unigram_model("sampling")?;
+        check_sampling(alpha, nbest_size)?;
+        let pool = thread_pool(num_threads)?;
+        let work = || {
+            texts
+                .par_iter()
+                .enumerate()
+                .map(|(i, t)| self.encode_sample(t, alpha, nbest_size, batch_seed(seed, i)))
+                .collect::<Result<Vec<_>>>()
+        };
+        match pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
+    }
+
     fn decode_wordpiece(&self, ids: &[u32], prefix: &str, cleanup: bool) -> Result<String> {
         let mut out = String::new();
         let mut first = true;
@@ -477,6 +725,44 @@ impl Tokenizer {
         }
         Ok(out)
     }
+}
+
+/// A lattice segment that owns its text.
+enum OwnedSegment {
+    Text(String),
+    Token(u32),
+}
+
+impl OwnedSegment {
+    fn as_segment(&self) -> Segment<'_> {
+        match self {
+            OwnedSegment::Text(t) => Segment::Text(t),
+            OwnedSegment::Token(id) => Segment::Token(*id),
+        }
+    }
+}
+
+/// sentencepiece's largest n-best size (`kMaxNBestSize`).
+const MAX_NBEST: usize = 512;
+
+/// sentencepiece refuses `nbest_size > 512` and an `alpha` that is negative or not finite.
+fn check_sampling(alpha: f32, nbest_size: i32) -> Result<()> {
+    if nbest_size > MAX_NBEST as i32 {
+        return Err(Error::InvalidArgument(format!(
+            "nbest_size must be at most {MAX_NBEST}, not {nbest_size}"
+        )));
+    }
+    if !alpha.is_finite() || alpha < 0.0 {
+        return Err(Error::InvalidArgument(format!(
+            "alpha must be a finite number >= 0, not {alpha}"
+        )));
+    }
+    Ok(())
+}
+
+/// The seed of text `i` of a batch: one SplitMix64 step from the batch seed and the index.
+fn batch_seed(seed: u64, i: usize) -> u64 {
+    SplitMix64::new(seed ^ (i as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64()
 }
 
 /// HF's `decoders::wordpiece::cleanup`, applied token by token as HF does.

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use tokpipe_core::formats::{gpt2, hf_json, tiktoken, vocab_txt};
+use tokpipe_core::formats::{self, gpt2, hf_json, sentencepiece, tiktoken, vocab_txt};
 use tokpipe_core::models::wordpiece::{self, WordPieceModel};
 use tokpipe_core::models::Model;
 use tokpipe_core::normalizers::BertNormalizer;
@@ -72,9 +72,25 @@ fn specials_from(pairs: Vec<(String, u32)>) -> Vec<AddedToken> {
 
 #[pymethods]
 impl PyTokenizer {
+    /// An HF `tokenizer.json` or a sentencepiece `.model`, told by content.
     #[staticmethod]
     fn from_file(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| hf_json::load(&path)).py()?;
+        let inner = py.detach(|| formats::load_any(&path)).py()?;
+        Ok(PyTokenizer::new(inner))
+    }
+
+    #[staticmethod]
+    fn from_sentencepiece(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| sentencepiece::load(&path)).py()?;
+        Ok(PyTokenizer::new(inner))
+    }
+
+    /// A serialized sentencepiece `ModelProto`.
+    #[staticmethod]
+    fn from_sentencepiece_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let inner = py
+            .detach(|| sentencepiece::from_bytes(data, "<sentencepiece model>"))
+            .py()?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -271,6 +287,55 @@ impl PyTokenizer {
         Ok((ids, offsets))
     }
 
+    /// `[(ids, score)]`, best first.
+    fn encode_nbest(
+        &self,
+        py: Python<'_>,
+        text: PyBackedStr,
+        n: usize,
+    ) -> PyResult<Vec<(Vec<u32>, f32)>> {
+        py.detach(|| self.inner.encode_nbest(&text, n)).py()
+    }
+
+    fn encode_sample<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        alpha: f32,
+        nbest_size: i32,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = py
+            .detach(|| self.inner.encode_sample(&text, alpha, nbest_size, seed))
+            .py()?;
+        self.ids.list(py, &ids)
+    }
+
+    #[pyo3(signature = (texts, alpha, nbest_size, seed, num_threads=None))]
+    fn encode_batch_sample<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<PyBackedStr>,
+        alpha: f32,
+        nbest_size: i32,
+        seed: u64,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let all = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                self.inner
+                    .encode_batch_sample(&refs, alpha, nbest_size, seed, num_threads)
+            })
+            .py()?;
+        ids::new_list(
+            py,
+            all.len(),
+            all.iter()
+                .map(|ids| self.ids.list(py, ids).map(|l| l.into_any())),
+        )
+    }
+
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
         py.detach(|| self.inner.decode(&ids)).py()
     }
@@ -291,7 +356,7 @@ impl PyTokenizer {
         self.inner.token_to_id(token)
     }
 
-    /// HF's `model.type`: `"BPE"` or `"WordPiece"`.
+    /// HF's `model.type`: `"BPE"`, `"WordPiece"` or `"Unigram"`.
     #[getter]
     fn model_type(&self) -> &'static str {
         self.inner.model().kind()
@@ -340,6 +405,17 @@ impl PyTokenizer {
             ))
         })?;
         py.detach(|| tiktoken::save(model, &path)).py()
+    }
+
+    /// Writes a Unigram tokenizer as a sentencepiece `.model`.
+    fn save_sentencepiece(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| sentencepiece::save(&self.inner, &path)).py()
+    }
+
+    /// The sentencepiece `.model` bytes (sentencepiece's `serialized_model_proto`).
+    fn to_sentencepiece_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py.detach(|| sentencepiece::to_vec(&self.inner)).py()?;
+        Ok(PyBytes::new(py, &bytes))
     }
 
     /// Writes a WordPiece vocabulary as BERT's `vocab.txt`.

@@ -1,4 +1,4 @@
-//! HF `tokenizer.json` for byte-level BPE and for WordPiece (BERT).
+//! HF `tokenizer.json` for byte-level BPE, WordPiece (BERT) and Unigram (sentencepiece-style).
 //!
 //! Read, byte-level BPE: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs,
 //! `ignore_merges`), normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel`
@@ -6,15 +6,20 @@
 //! WordPiece: model `WordPiece` (see [`crate::models::wordpiece::serialization`]), normalizer
 //! `BertNormalizer` (or none, or a normal form), pre-tokenizer `BertPreTokenizer`,
 //! post-processor `BertProcessing` or the `TemplateProcessing` `[CLS] $A [SEP]` HF writes for
-//! BERT, decoder `WordPiece`. Anything else is refused with a message naming the field, rather
-//! than loaded into a tokenizer that would quietly give other ids than HF does.
+//! BERT, decoder `WordPiece`. Unigram: model `Unigram` (see
+//! [`crate::models::unigram::serialization`]) with the steps HF's sentencepiece converters write
+//! (see [`super::hf_components`]), encoded with HF's rules. Anything else is refused with a
+//! message naming the field, rather than loaded into a tokenizer that would quietly give other
+//! ids than HF does.
 //!
 //! Written: the same shapes, so `tokenizers.Tokenizer.from_file` loads our output and gives
 //! our ids.
 
+use super::hf_components;
 use super::write_atomic;
 use crate::error::{Error, Result};
 use crate::models::bpe::{BpeModel, MergeRule};
+use crate::models::unigram::{PieceKind, UnigramModel};
 use crate::models::wordpiece::{self, WordPieceModel};
 use crate::models::ModelWrapper;
 use crate::normalizers::{BertNormalizer, Normalizer};
@@ -43,10 +48,11 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
     match model_type {
         "BPE" => {}
         "WordPiece" => return wordpiece_from_json(&root, model, added, source),
+        "Unigram" => return unigram_from_json(&root, model, added, source),
         other => {
             return Err(bad(format!(
-                "model type {other:?} is not supported yet (byte-level BPE and WordPiece are)"
-            )))
+            "model type {other:?} is not supported yet (byte-level BPE, WordPiece and Unigram are)"
+        )))
         }
     }
     for field in [
@@ -173,6 +179,10 @@ fn parse_added_tokens(root: &Value, source: &str) -> Result<Vec<AddedToken>> {
             content: content.to_string(),
             id: id as u32,
             special,
+            normalized: t
+                .get("normalized")
+                .and_then(Value::as_bool)
+                .unwrap_or(!special),
         });
     }
     Ok(added)
@@ -220,6 +230,29 @@ fn wordpiece_from_json(
         }
     };
     Ok(Tokenizer::new(PreTokenizer::Bert, model, added)?
+        .with_normalizer(normalizer)
+        .with_post_processor(post)
+        .with_decoder(decoder))
+}
+
+/// The rest of a file whose model is Unigram.
+fn unigram_from_json(
+    root: &Value,
+    model: &Value,
+    added: Vec<AddedToken>,
+    source: &str,
+) -> Result<Tokenizer> {
+    let model = crate::models::unigram::serialization::from_json(model, &added, source)?;
+    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
+    let pre = hf_components::parse_pre_tokenizer(
+        root.get("pre_tokenizer").unwrap_or(&Value::Null),
+        source,
+    )?;
+    let post =
+        hf_components::parse_template(root.get("post_processor").unwrap_or(&Value::Null), source)?;
+    let decoder =
+        hf_components::parse_decoder(root.get("decoder").unwrap_or(&Value::Null), source)?;
+    Ok(Tokenizer::new(pre, model, added)?
         .with_normalizer(normalizer)
         .with_post_processor(post)
         .with_decoder(decoder))
@@ -291,9 +324,16 @@ fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
             .map(Vec::as_slice)
         {
             Some([one]) => parse_normalizer(one, source),
-            _ => Err(Error::format(
+            Some(steps) => {
+                let steps = steps
+                    .iter()
+                    .filter_map(|s| parse_normalizer(s, source).transpose())
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Some(Normalizer::Sequence(steps.into())))
+            }
+            None => Err(Error::format(
                 source,
-                "a normalizer Sequence of several steps is not supported yet",
+                "normalizer Sequence without normalizers",
             )),
         },
         Some("BertNormalizer") => {
@@ -306,9 +346,14 @@ fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
                 lowercase: flag("lowercase", true),
             })))
         }
-        Some(t) => Normalizer::from_hf_type(t)
-            .map(Some)
-            .ok_or_else(|| Error::format(source, format!("normalizer {t:?} is not supported yet"))),
+        Some(t) => match Normalizer::from_hf_type(t) {
+            Some(n) => Ok(Some(n)),
+            None => hf_components::parse_normalizer_step(v, source)?
+                .map(Some)
+                .ok_or_else(|| {
+                    Error::format(source, format!("normalizer {t:?} is not supported yet"))
+                }),
+        },
         None => Err(Error::format(source, "normalizer has no type")),
     }
 }
@@ -380,7 +425,7 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
     }
 }
 
-fn normalizer_json(n: Option<Normalizer>) -> Value {
+fn normalizer_json(n: Option<&Normalizer>) -> Value {
     match n {
         None => Value::Null,
         Some(Normalizer::Bert(b)) => json!({
@@ -390,7 +435,7 @@ fn normalizer_json(n: Option<Normalizer>) -> Value {
             "strip_accents": b.strip_accents,
             "lowercase": b.lowercase,
         }),
-        Some(n) => json!({"type": n.hf_type()}),
+        Some(n) => hf_components::normalizer_step_json(n, &|step| normalizer_json(Some(step))),
     }
 }
 
@@ -399,7 +444,7 @@ fn added_tokens_json(tok: &Tokenizer) -> Vec<Value> {
         .iter()
         .map(|t| {
             json!({"id": t.id, "content": t.content, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": !t.special, "special": t.special})
+                   "normalized": t.normalized, "special": t.special})
         })
         .collect()
 }
@@ -409,6 +454,7 @@ pub fn to_string(tok: &Tokenizer) -> Result<String> {
     let root = match tok.model() {
         ModelWrapper::Bpe(model) => bpe_to_json(tok, model),
         ModelWrapper::WordPiece(model) => wordpiece_to_json(tok, model)?,
+        ModelWrapper::Unigram(model) => unigram_to_json(tok, model)?,
     };
     serde_json::to_string_pretty(&root)
         .map_err(|e| Error::InvalidArgument(format!("cannot serialise tokenizer: {e}")))
@@ -420,33 +466,12 @@ fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
             "a WordPiece tokenizer.json is only written with the BERT pre-tokenizer".into(),
         ));
     }
-    let post = match tok.post_processor() {
-        None => Value::Null,
-        Some(PostProcessor::Bert { cls, sep }) => json!({
-            "type": "TemplateProcessing",
-            "single": [
-                {"SpecialToken": {"id": cls.0, "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": sep.0, "type_id": 0}},
-            ],
-            "pair": [
-                {"SpecialToken": {"id": cls.0, "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": sep.0, "type_id": 0}},
-                {"Sequence": {"id": "B", "type_id": 1}},
-                {"SpecialToken": {"id": sep.0, "type_id": 1}},
-            ],
-            "special_tokens": {
-                cls.0.clone(): {"id": cls.0, "ids": [cls.1], "tokens": [cls.0]},
-                sep.0.clone(): {"id": sep.0, "ids": [sep.1], "tokens": [sep.0]},
-            },
-        }),
-    };
+    let post = post_processor_json(tok.post_processor());
     let decoder = match tok.decoder() {
         Decoder::WordPiece { prefix, cleanup } => {
             json!({"type": "WordPiece", "prefix": prefix, "cleanup": cleanup})
         }
-        Decoder::ByteLevel => Value::Null,
+        _ => Value::Null,
     };
     Ok(json!({
         "version": "1.0",
@@ -458,6 +483,60 @@ fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
         "post_processor": post,
         "decoder": decoder,
         "model": wordpiece::serialization::to_json(model),
+    }))
+}
+
+/// `TemplateProcessing` (what HF writes for BERT's `[CLS] $A [SEP]` too), or `null`.
+fn post_processor_json(post: Option<&PostProcessor>) -> Value {
+    match post {
+        None => Value::Null,
+        Some(PostProcessor::Template { before, after }) => {
+            hf_components::template_json(before, after)
+        }
+        Some(PostProcessor::Bert { cls, sep }) => {
+            hf_components::template_json(std::slice::from_ref(cls), std::slice::from_ref(sep))
+        }
+    }
+}
+
+fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
+    let post = post_processor_json(tok.post_processor());
+    let (pre, decoder) = match (tok.normalizer(), tok.decoder()) {
+        // A .model's tokenizer: sentencepiece's normalizer and decoder as HF's converters
+        // spell them.
+        (Some(Normalizer::SentencePiece(n)), _) => {
+            let user_defined: Vec<&str> = model
+                .pieces()
+                .iter()
+                .filter(|p| p.kind == PieceKind::UserDefined)
+                .map(|p| p.text.as_str())
+                .collect();
+            hf_components::spm_pre_tokenizer_and_decoder_json(
+                n,
+                &user_defined,
+                model.byte_fallback(),
+            )?
+        }
+        (_, Decoder::Steps(steps)) => (
+            hf_components::pre_tokenizer_json(tok.pre_tokenizer())?,
+            hf_components::decode_steps_json(steps),
+        ),
+        (_, other) => {
+            return Err(Error::InvalidArgument(format!(
+                "a Unigram tokenizer with the decoder {other:?} cannot be written as tokenizer.json"
+            )))
+        }
+    };
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens_json(tok),
+        "normalizer": normalizer_json(tok.normalizer()),
+        "pre_tokenizer": pre,
+        "post_processor": post,
+        "decoder": decoder,
+        "model": crate::models::unigram::serialization::to_json(model),
     }))
 }
 

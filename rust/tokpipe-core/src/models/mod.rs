@@ -5,7 +5,7 @@
 //! [`crate::Tokenizer`]; [`ModelWrapper`] holds one of them, so the tokenizer dispatches once
 //! per stretch of text (a `match`, not a virtual call per piece) and byte-level BPE's hot loop
 //! stays what it was. [`Trainer`] is what every trainer offers the binding and the CLI.
-//! Unigram slots in as a third variant and a third folder.
+//! [`unigram`] is the third (sentencepiece's model).
 
 pub mod bpe;
 pub(crate) mod piece_counter;
@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 /// What a tokenization model offers the tokenizer.
 pub trait Model {
-    /// HF's `model.type` (`"BPE"`, `"WordPiece"`).
+    /// HF's `model.type` (`"BPE"`, `"WordPiece"`, `"Unigram"`).
     fn kind(&self) -> &'static str;
     /// Appends the ids of one pre-tokenized piece to `out`.
     fn encode_piece(&self, piece: &str, out: &mut Vec<u32>);
@@ -44,6 +44,7 @@ pub trait Model {
 pub enum ModelWrapper {
     Bpe(bpe::BpeModel),
     WordPiece(wordpiece::WordPieceModel),
+    Unigram(unigram::UnigramModel),
 }
 
 impl From<bpe::BpeModel> for ModelWrapper {
@@ -58,11 +59,18 @@ impl From<wordpiece::WordPieceModel> for ModelWrapper {
     }
 }
 
+impl From<unigram::UnigramModel> for ModelWrapper {
+    fn from(m: unigram::UnigramModel) -> Self {
+        ModelWrapper::Unigram(m)
+    }
+}
+
 macro_rules! each_model {
     ($self:expr, $m:ident => $e:expr) => {
         match $self {
             ModelWrapper::Bpe($m) => $e,
             ModelWrapper::WordPiece($m) => $e,
+            ModelWrapper::Unigram($m) => $e,
         }
     };
 }
@@ -78,6 +86,13 @@ impl ModelWrapper {
     pub fn as_wordpiece(&self) -> Option<&wordpiece::WordPieceModel> {
         match self {
             ModelWrapper::WordPiece(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn as_unigram(&self) -> Option<&unigram::UnigramModel> {
+        match self {
+            ModelWrapper::Unigram(m) => Some(m),
             _ => None,
         }
     }

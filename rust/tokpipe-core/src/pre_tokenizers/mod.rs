@@ -1,6 +1,8 @@
 //! Pre-tokenization: cutting text into the pieces that the model then encodes one by one.
 //!
-//! [`bert`] is HF's BertPreTokenizer (whitespace and punctuation), for WordPiece.
+//! [`bert`] is HF's BertPreTokenizer (whitespace and punctuation), for WordPiece;
+//! [`metaspace`] is HF's Metaspace (sentencepiece-converted tokenizers). A sentencepiece model
+//! is encoded whole ([`PreTokenizer::Whole`]): its normalizer already wrote the spaces as `▁`.
 //!
 //! The three OpenAI patterns are presets. Each preset has a hand-written scanner
 //! ([`scanners`]) that gives exactly the pieces the published regex gives (tested against
@@ -9,9 +11,12 @@
 
 pub mod bert;
 pub mod byte_level;
+pub mod metaspace;
 pub mod scanners;
 
 use crate::error::{Error, Result};
+pub use metaspace::{Metaspace, PrependScheme};
+use std::sync::Arc;
 
 /// GPT-2 / r50k / p50k split pattern, as tiktoken publishes it. HF's ByteLevel pre-tokenizer uses
 /// an older spelling (`\s+(?!\S)|\s+` without `\s++$`) that splits every string the same way.
@@ -113,6 +118,18 @@ pub enum PreTokenizer {
     },
     /// HF's BertPreTokenizer: whitespace removed, punctuation isolated.
     Bert,
+    /// No split: the text is one piece (a sentencepiece model; HF's `null`).
+    Whole,
+    /// HF's Metaspace. It rewrites the text, so it runs through [`PreTokenizer::for_each_piece`].
+    Metaspace(Metaspace),
+    /// HF's `Split` with behavior `Isolated`: each match and each stretch between matches is a
+    /// piece.
+    SplitIsolated {
+        pattern: String,
+        regex: Arc<fancy_regex::Regex>,
+    },
+    /// HF's `Sequence`: each step applied to every piece of the one before.
+    Sequence(Arc<[PreTokenizer]>),
 }
 
 impl PreTokenizer {
@@ -144,21 +161,81 @@ impl PreTokenizer {
         })
     }
 
+    /// HF's `Split` (behavior `Isolated`) on a regex.
+    pub fn split_isolated(pattern: &str) -> Result<Self> {
+        let regex = fancy_regex::RegexBuilder::new(pattern)
+            .backtrack_limit(10_000_000)
+            .build()
+            .map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+        Ok(PreTokenizer::SplitIsolated {
+            pattern: pattern.to_string(),
+            regex: Arc::new(regex),
+        })
+    }
+
     pub fn pattern(&self) -> &str {
         match self {
             PreTokenizer::Preset(p) => p.pattern(),
-            PreTokenizer::Regex { pattern, .. } => pattern,
+            PreTokenizer::Regex { pattern, .. } | PreTokenizer::SplitIsolated { pattern, .. } => {
+                pattern
+            }
             PreTokenizer::Bert => "bert",
+            PreTokenizer::Whole => "",
+            PreTokenizer::Metaspace(_) => "metaspace",
+            PreTokenizer::Sequence(_) => "sequence",
         }
     }
 
     pub fn preset(&self) -> Option<Preset> {
         match self {
             PreTokenizer::Preset(p) => Some(*p),
-            PreTokenizer::Regex { .. } | PreTokenizer::Bert => None,
+            _ => None,
         }
     }
 
+    /// Whether a Metaspace step puts `▁` only before the first stretch of the input (so the
+    /// tokenizer must tell whether a stretch's normalized text starts the input).
+    pub fn prepends_first_only(&self) -> bool {
+        match self {
+            PreTokenizer::Metaspace(m) => m.prepend_scheme == PrependScheme::First,
+            PreTokenizer::Sequence(steps) => steps.iter().any(PreTokenizer::prepends_first_only),
+            _ => false,
+        }
+    }
+
+    /// Calls `emit` with each piece of `text`, for every kind of pre-tokenizer, the ones that
+    /// rewrite the text included; `at_start`: the text starts the input (Metaspace's `first`).
+    pub fn for_each_piece(
+        &self,
+        text: &str,
+        at_start: bool,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<()> {
+        match self {
+            PreTokenizer::Metaspace(m) => {
+                let t = m.transform(text, at_start);
+                m.split(&t, emit);
+                Ok(())
+            }
+            PreTokenizer::Sequence(steps) => {
+                let mut pieces: Vec<String> = vec![text.to_string()];
+                for step in steps.iter() {
+                    let mut next = Vec::with_capacity(pieces.len());
+                    for (i, p) in pieces.iter().enumerate() {
+                        step.for_each_piece(p, at_start && i == 0, &mut |q| {
+                            next.push(q.to_string())
+                        })?;
+                    }
+                    pieces = next;
+                }
+                for p in &pieces {
+                    emit(p);
+                }
+                Ok(())
+            }
+            _ => self.split(text, emit),
+        }
+    }
     /// Calls `emit` with each piece of `text`, in order; the pieces concatenate to `text`
     /// except where the pattern skips characters it cannot match (never for the presets).
     pub fn split<'a>(&self, text: &'a str, mut emit: impl FnMut(&'a str)) -> Result<()> {
@@ -175,6 +252,33 @@ impl PreTokenizer {
             // Through `dyn`: one copy of the BERT splitter, not one per caller's closure, so
             // the byte-level presets' `split` stays as small (and as inlined) as before.
             PreTokenizer::Bert => bert::split_dyn(text, &mut emit),
+            PreTokenizer::Whole => {
+                if !text.is_empty() {
+                    emit(text)
+                }
+            }
+            PreTokenizer::SplitIsolated { regex, pattern } => {
+                let mut last = 0;
+                for m in regex.find_iter(text) {
+                    let m = m.map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+                    if m.start() > last {
+                        emit(&text[last..m.start()]);
+                    }
+                    if m.end() > m.start() {
+                        emit(m.as_str());
+                    }
+                    last = m.end();
+                }
+                if last < text.len() {
+                    emit(&text[last..]);
+                }
+            }
+            PreTokenizer::Metaspace(_) | PreTokenizer::Sequence(_) => {
+                return Err(Error::InvalidArgument(
+                    "this pre-tokenizer rewrites the text; its pieces come from for_each_piece"
+                        .into(),
+                ))
+            }
         }
         Ok(())
     }

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Unigram (sentencepiece) encode throughput of tokpipe, sentencepiece, HF ``tokenizers`` and
+tokie, on the same documents.
+
+What is measured: for every encoder and each sentencepiece model (by default the two shared
+ones, /work/shared/corpora/vocab/spm_botchan_unigram_1000.model and spm_ja_unigram_8000.model),
+the benchmark corpus's documents (by default its sources linux-rst, python-txt, gcide and
+fortunes-zh, cut to --max-mb with the same mix) encoded to ids, no special tokens.
+
+  sentencepiece  ``SentencePieceProcessor(model_file=...)``, ``encode``
+  tokpipe        ``Tokenizer.from_sentencepiece(...)``, ``encode``
+  hf-tokenizers  the tokenizer.json transformers' ``SpmConverter.build_tokenizer_from_spm_proto``
+                 (legacy) writes for the model, the HF spelling closest to sentencepiece
+  tokpipe-json   ``Tokenizer.from_file`` of that tokenizer.json (HF's rules; special tokens
+                 matched in the text, as HF does)
+  tokie          the same tokenizer.json
+
+  doc    a Python loop of one-document encodes, the process pinned to one CPU;
+  batch  one call of the library's batch API (sentencepiece: ``encode(list, num_threads=n)``),
+         with RAYON_NUM_THREADS and the CPU affinity set to 1 and 2.
+
+Each measurement runs in a fresh subprocess; the best of --runs is kept. MB/s counts UTF-8
+input bytes over wall time; MB/CPU-s over the process's CPU time (user + system of all its
+threads), the figure that stays put on a shared, busy machine. "ids = spm" and "ids = HF" say
+whether every document's ids equal sentencepiece's and HF tokenizers' (doc mode).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
+
+VOCAB = Path("/work/shared/corpora/vocab")
+MODELS = ("spm_botchan_unigram_1000.model", "spm_ja_unigram_8000.model")
+ENCODERS = ("sentencepiece", "tokpipe", "hf-tokenizers", "tokpipe-json", "tokie")
+
+
+def make(name: str, model: str, hf_json: str):
+    if name == "tokpipe":
+        import tokpipe
+
+        tok = tokpipe.Tokenizer.from_sentencepiece(model)
+        return tok.encode, (lambda ts, n: tok.encode_batch(ts, num_threads=n))
+    if name == "tokpipe-json":
+        import tokpipe
+
+        tok = tokpipe.Tokenizer.from_file(hf_json)
+        return (lambda t: tok.encode(t, allowed_special="all")), \
+            (lambda ts, n: tok.encode_batch(ts, num_threads=n, allowed_special="all"))
+    if name == "sentencepiece":
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=model)
+        return sp.encode, (lambda ts, n: sp.encode(ts, num_threads=n))
+    if name == "hf-tokenizers":
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(hf_json)
+        return (lambda t: tok.encode(t, add_special_tokens=False).ids), \
+            (lambda ts, n: [e.ids for e in tok.encode_batch(ts, add_special_tokens=False)])
+    if name == "tokie":
+        import tokie
+
+        tok = tokie.Tokenizer.from_json(hf_json)
+        return (lambda t: list(tok.encode(t, add_special_tokens=False).ids)), \
+            (lambda ts, n: [list(e.ids) for e in tok.encode_batch(ts, add_special_tokens=False)])
+    raise SystemExit(f"unknown encoder {name}")
+
+
+def hf_tokenizer_json(model: Path, out: Path) -> None:
+    """transformers' converter output for the model (its newest, legacy spelling)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers.convert_slow_tokenizer import SpmConverter
+
+        proto = pb.ModelProto()
+        proto.ParseFromString(model.read_bytes())
+        vocab = [(p.piece, p.score) for p in proto.pieces]
+        SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, legacy=True).save(str(out))
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child(args) -> None:
+    """One measurement: prints JSON {wall, cpu, bytes, docs}."""
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.threads]))
+    docs = _corpus.load_docs(args.corpus, args.sources.split(","), args.max_mb)
+    texts = [d.text for d in docs]
+    one, batch = make(args.encoder, args.model, args.hf_json)
+    one("warm-up, hello world 中文")
+    best = None
+    for _ in range(args.runs):
+        w0, c0 = time.perf_counter(), cpu_seconds()
+        out = [one(t) for t in texts] if args.mode == "doc" else batch(texts, args.threads)
+        w, c = time.perf_counter() - w0, cpu_seconds() - c0
+        if best is None or w < best[0]:
+            best = (w, c)
+    if args.ids_out:
+        with open(args.ids_out, "w") as f:
+            json.dump([list(map(int, ids)) for ids in out], f)
+    print(json.dumps({"wall": best[0], "cpu": best[1], "bytes": sum(d.nbytes for d in docs), "docs": len(docs)}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS)
+    ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES))
+    ap.add_argument("--max-mb", type=float, default=20)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--encoders", default=",".join(ENCODERS))
+    ap.add_argument("--threads", default="1,2", help="thread counts for batch mode")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--encoder", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--hf-json", help=argparse.SUPPRESS)
+    ap.add_argument("--ids-out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        args.threads = int(args.threads)
+        return child(args)
+
+    _corpus.print_machine_facts(("tokpipe", "sentencepiece", "tokenizers", "tokie", "transformers"))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-unigram-"))
+    encoders = args.encoders.split(",")
+    for model_name in args.models.split(","):
+        model = VOCAB / model_name
+        hf_json = tmp / f"{model.stem}.json"
+        hf_tokenizer_json(model, hf_json)
+        runs = [(e, "doc", 1) for e in encoders]
+        runs += [(e, "batch", int(t)) for t in args.threads.split(",") for e in encoders]
+        rows, ids = [], {}
+        for enc, mode, threads in runs:
+            ids_out = tmp / f"{model.stem}-{enc}.json" if mode == "doc" else None
+            cmd = [sys.executable, __file__, "--child", "--encoder", enc, "--mode", mode, "--threads", str(threads),
+                   "--corpus", str(args.corpus), "--sources", args.sources, "--max-mb", str(args.max_mb),
+                   "--runs", str(args.runs), "--model", str(model), "--hf-json", str(hf_json)]
+            cmd += ["--ids-out", str(ids_out)] if ids_out else []
+            env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_THREADS=str(threads))
+            _corpus.log(f"{model.stem} {enc} {mode} T={threads} ...")
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if res.returncode != 0:
+                _corpus.log(f"  failed: {res.stderr.strip().splitlines()[-1:]}")
+                continue
+            r = json.loads(res.stdout.strip().splitlines()[-1])
+            mb = r["bytes"] / 1e6
+            rows.append((enc, mode, threads, mb / r["wall"], mb / r["cpu"]))
+            if ids_out:
+                ids[enc] = json.loads(ids_out.read_text())
+        ref = ids.get("sentencepiece")
+        hf_ref = ids.get("hf-tokenizers")
+        spm_cpu = {(m, t): c for e, m, t, _, c in rows if e == "sentencepiece"}
+        print(f"\n### {model_name}: {r['docs']:,} documents, {mb:.1f} MB ({args.sources})\n")
+        print("| encoder | mode | threads | MB/s | MB/CPU-s | x spm (CPU) | ids = spm | ids = HF |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+        def same(enc: str, reference) -> str:
+            if reference is None or enc not in ids or mode != "doc":
+                return ""
+            if ids[enc] == reference:
+                return "yes"
+            return f"{sum(a != b for a, b in zip(ids[enc], reference))} docs differ"
+
+        for enc, mode, threads, speed, cpu in rows:
+            ratio = cpu / spm_cpu[(mode, threads)] if (mode, threads) in spm_cpu else float("nan")
+            print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.2f} | {same(enc, ref)} "
+                  f"| {same(enc, hf_ref)} |")
+
+
+if __name__ == "__main__":
+    main()
