@@ -6,6 +6,7 @@ The public names::
                    encode (n-best and sampled for Unigram), decode, save
     train_bpe      train a byte-level BPE tokenizer on files or an iterable of strings
     train_wordpiece  train a BERT WordPiece tokenizer (likelihood or HF's frequency score)
+    train_unigram  train a sentencepiece Unigram tokenizer (saves as .model or tokenizer.json)
     CorpusReport   what a training run read and set aside
     LanguageModel  load an ARPA n-gram model and score text exactly as kenlm does
     train_lm       train a KenLM-compatible modified Kneser-Ney n-gram model
@@ -23,13 +24,14 @@ from tokpipe.errors import (
 )
 from tokpipe.lm import LanguageModel, TrainedLM, train_lm
 from tokpipe.tokenizer import Tokenizer
-from tokpipe.train import CorpusReport, train_bpe, train_wordpiece
+from tokpipe.train import CorpusReport, train_bpe, train_unigram, train_wordpiece
 
 __all__ = [
     "__version__",
     "Tokenizer",
     "train_bpe",
     "train_wordpiece",
+    "train_unigram",
     "CorpusReport",
     "LanguageModel",
     "TrainedLM",

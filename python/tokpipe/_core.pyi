@@ -102,11 +102,10 @@ class WordPieceTrainer:
     def train(self) -> Tokenizer: ...
 
 class UnigramTrainer:
-    """sentencepiece's Unigram trainer. Until the Unigram encoder lands, ``train`` returns the
-    pieces as a dict: ``pieces`` (``(piece, score, kind)`` in id order, kind one of normal,
-    unknown, control, user_defined, byte), ``unk_id``/``bos_id``/``eos_id``/``pad_id`` (-1:
-    none), ``byte_fallback``, ``normalization``, ``add_dummy_prefix``,
-    ``remove_extra_whitespaces`` and ``stats``."""
+    """sentencepiece's Unigram trainer (options named as its ``TrainerSpec``). ``train``
+    returns the tokenizer (the one its ``.model`` loads as) and the run's stats: ``sentences``,
+    ``skipped_too_long``, ``skipped_reserved_char``, ``words``, ``required_chars``,
+    ``seed_pieces``, ``em_steps``, ``objective``."""
 
     def __init__(
         self,
@@ -135,12 +134,12 @@ class UnigramTrainer:
         user_defined_symbols: list[str] = ...,
         control_symbols: list[str] = ...,
         byte_fallback: bool = False,
-        normalization: str = "identity",
+        normalization: str = "nmt_nfkc",
         show_progress: bool = False,
     ) -> None: ...
     def feed(self, texts: list[str]) -> None: ...
     def feed_files(self, paths: list[str], strict: bool = False, text_field: str = "text") -> dict[str, object]: ...
-    def train(self) -> dict[str, Any]: ...
+    def train(self) -> tuple[Tokenizer, dict[str, float]]: ...
 
 def _unigram_m_step(expected: list[float]) -> list[float | None]: ...
 

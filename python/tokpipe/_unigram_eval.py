@@ -1,46 +1,15 @@
-"""Private: encode with Unigram pieces trained by ``_core.UnigramTrainer`` through
-sentencepiece's own ``SentencePieceProcessor``, and measure a model's quality.
+"""Private: measure a Unigram model's quality, for the trainer's tests and benchmark.
 
-Until tokpipe has its own Unigram encoder and ``.model`` writer, the tests and the benchmark
-judge trained pieces this way: the pieces go into a sentencepiece ``ModelProto`` (through the
-``sentencepiece_model_pb2`` module that ships in the ``sentencepiece`` package) with the
-identity normalizer, the same whitespace options, and the same special ids.
+Models are judged by sentencepiece's own ``SentencePieceProcessor`` (its Viterbi, its
+normalizer), whoever trained them: tokpipe's trained tokenizers are saved as the ``.model``
+they are (``Tokenizer.sentencepiece_bytes``) and loaded there like sentencepiece's.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-_KIND_TO_TYPE = {"normal": 1, "unknown": 2, "control": 3, "user_defined": 4, "byte": 6}
-
 # sentencepiece scores an unknown piece this far under the lowest piece when segmenting.
 UNKNOWN_PENALTY = 10.0
-
-
-def spm_model_bytes(trained: dict) -> bytes:
-    """A serialized sentencepiece ``ModelProto`` holding ``trained["pieces"]`` (the dict
-    ``_core.UnigramTrainer.train`` returns). Needs the ``sentencepiece`` package."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    m = pb.ModelProto()
-    spec = m.trainer_spec
-    spec.model_type = pb.TrainerSpec.UNIGRAM
-    spec.vocab_size = len(trained["pieces"])
-    spec.unk_id = trained["unk_id"]
-    spec.bos_id = trained["bos_id"]
-    spec.eos_id = trained["eos_id"]
-    spec.pad_id = trained["pad_id"]
-    spec.byte_fallback = trained["byte_fallback"]
-    norm = m.normalizer_spec
-    norm.name = trained["normalization"]
-    norm.add_dummy_prefix = trained["add_dummy_prefix"]
-    norm.remove_extra_whitespaces = trained["remove_extra_whitespaces"]
-    norm.escape_whitespaces = True
-    for piece, score, kind in trained["pieces"]:
-        p = m.pieces.add()
-        p.piece = piece
-        p.score = score
-        p.type = _KIND_TO_TYPE[kind]
-    return m.SerializeToString()
 
 
 def processor(model: bytes):
@@ -51,7 +20,7 @@ def processor(model: bytes):
 
 
 def quality(sp, sentences: Iterable[str]) -> dict:
-    """How well a model fits ``sentences`` (held-out text, normalized like the training text):
+    """How well a model fits ``sentences`` (held-out raw text; the model normalizes it):
 
     - ``tokens_per_byte``: pieces of the best segmentation per UTF-8 byte (lower is better);
     - ``log_likelihood``: the mean, over sentences, of the summed scores of the best

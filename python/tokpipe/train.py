@@ -1,4 +1,5 @@
-"""``train_bpe``: train a byte-level BPE tokenizer from files, folders or strings.
+"""``train_bpe``, ``train_wordpiece``, ``train_unigram``: train a tokenizer from files, folders
+or strings.
 
 Text, JSONL (plain, gzip, zstd) files are read, decoded and counted by the Rust core on all
 cores with the GIL released. Parquet files and Python iterables are read here in batches and
@@ -17,7 +18,11 @@ from tokpipe import _core
 from tokpipe.errors import CorpusError
 from tokpipe.tokenizer import Tokenizer
 
-__all__ = ["train_bpe", "train_wordpiece", "CorpusReport", "TRAINING_SUFFIXES", "BERT_SPECIAL_TOKENS"]
+__all__ = ["train_bpe", "train_wordpiece", "train_unigram", "CorpusReport", "TRAINING_SUFFIXES",
+           "BERT_SPECIAL_TOKENS", "NORMALIZATION_RULES"]
+
+#: sentencepiece's normalization rules (``normalization_rule_name``), its default first.
+NORMALIZATION_RULES = ("nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity")
 
 #: The special tokens HF's ``BertWordPieceTokenizer.train`` gives the first ids.
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -99,7 +104,10 @@ def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def _feed_parquet(trainer: _core.BpeTrainer | _core.WordPieceTrainer | _core.LmTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
+_CoreTrainer = Union[_core.BpeTrainer, _core.WordPieceTrainer, _core.UnigramTrainer, _core.LmTrainer]
+
+
+def _feed_parquet(trainer: _CoreTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -132,7 +140,7 @@ def _feed_parquet(trainer: _core.BpeTrainer | _core.WordPieceTrainer | _core.LmT
         trainer.feed(column.to_pylist())
 
 
-def _feed_texts(trainer: _core.BpeTrainer | _core.WordPieceTrainer | _core.LmTrainer, texts: Iterable[str], report: CorpusReport) -> None:
+def _feed_texts(trainer: _CoreTrainer, texts: Iterable[str], report: CorpusReport) -> None:
     batch: list[str] = []
     for text in texts:
         if not isinstance(text, str):
@@ -247,6 +255,115 @@ def train_wordpiece(
     )
     feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=report)
     return Tokenizer(trainer.train())
+
+
+def train_unigram(
+    files: StrPath | Sequence[StrPath] | None = None,
+    *,
+    texts: Iterable[str] | None = None,
+    vocab_size: int = 8000,
+    character_coverage: float = 0.9995,
+    normalization: str = "nmt_nfkc",
+    max_piece_length: int = 16,
+    byte_fallback: bool = False,
+    user_defined_symbols: Sequence[str] = (),
+    control_symbols: Sequence[str] = (),
+    unk_id: int = 0,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int = -1,
+    unk_piece: str = "<unk>",
+    bos_piece: str = "<s>",
+    eos_piece: str = "</s>",
+    pad_piece: str = "<pad>",
+    split_by_whitespace: bool = True,
+    split_by_unicode_script: bool = True,
+    split_by_number: bool = True,
+    split_digits: bool = False,
+    add_dummy_prefix: bool = True,
+    remove_extra_whitespaces: bool = True,
+    shrinking_factor: float = 0.75,
+    num_sub_iterations: int = 2,
+    seed_size: int = 1_000_000,
+    max_sentence_length: int = 4192,
+    show_progress: bool = True,
+    strict: bool = False,
+    text_field: str = "text",
+    report: list[CorpusReport] | None = None,
+) -> Tokenizer:
+    """Train a sentencepiece Unigram tokenizer on ``files`` or on ``texts`` (as :func:`train_bpe`).
+
+    sentencepiece's algorithm with its option names and defaults: every line is a sentence
+    (of a text file, of a JSONL/Parquet record's text, of each string in ``texts``), normalized
+    by the rule ``normalization`` (one of :data:`NORMALIZATION_RULES`: ``nmt_nfkc``, NFKC plus
+    sentencepiece's whitespace and control-character mapping, is its default; ``*_cf`` also
+    case-folds; ``identity`` leaves the text alone) and its whitespace options, the normalizer
+    the trained tokenizer then encodes with. Seed pieces are frequent substrings; EM re-scores
+    them and prunes the least useful (``shrinking_factor`` a round, ``num_sub_iterations`` EM
+    steps between) until ``vocab_size`` pieces are left.
+
+    - ``character_coverage``: share of the corpus's characters the alphabet must cover (1.0 for
+      small alphabets, 0.9995 for Chinese or Japanese); rarer characters are unknown, or
+      ``byte_fallback`` spells them as ``<0xNN>`` byte pieces.
+    - ``max_piece_length`` (sentencepiece's ``max_sentencepiece_length``): longest piece, in
+      characters. ``seed_size`` (``seed_sentencepiece_size``): seed substrings kept.
+    - ``split_by_whitespace``, ``split_by_unicode_script``, ``split_by_number``,
+      ``split_digits``: where pieces may not cross (a space, a change of script, the edge of
+      a number, between two digits).
+    - ``add_dummy_prefix``: put ``▁`` before each text so a word is one piece anywhere;
+      ``remove_extra_whitespaces``: drop leading, trailing and repeated spaces.
+    - ``user_defined_symbols`` are always one piece wherever they occur; ``control_symbols``
+      only have ids. ``unk_id``/``bos_id``/``eos_id``/``pad_id`` place ``<unk>``, ``<s>``,
+      ``</s>``, ``<pad>`` (``-1`` leaves one out; ``unk_id`` cannot be).
+    - Sentences longer than ``max_sentence_length`` bytes, or holding U+2585 (which
+      sentencepiece reserves), are skipped, as sentencepiece skips them, and counted in the
+      report (``sentence_too_long``, ``reserved_character``).
+
+    The result is the tokenizer :meth:`Tokenizer.from_sentencepiece` loads from the ``.model``
+    sentencepiece writes for these pieces and options: ``save_sentencepiece`` writes that
+    ``.model`` (``sentencepiece.SentencePieceProcessor`` loads it and gives the same ids) and
+    ``save`` an HF ``tokenizer.json``. The same for any number of threads.
+    """
+    check_corpus_arguments("train_unigram", files, texts)
+    trainer = _core.UnigramTrainer(
+        vocab_size,
+        character_coverage=character_coverage,
+        max_sentencepiece_length=max_piece_length,
+        seed_sentencepiece_size=seed_size,
+        shrinking_factor=shrinking_factor,
+        num_sub_iterations=num_sub_iterations,
+        max_sentence_length=max_sentence_length,
+        split_by_whitespace=split_by_whitespace,
+        split_by_unicode_script=split_by_unicode_script,
+        split_by_number=split_by_number,
+        split_digits=split_digits,
+        add_dummy_prefix=add_dummy_prefix,
+        remove_extra_whitespaces=remove_extra_whitespaces,
+        unk_id=unk_id,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        unk_piece=unk_piece,
+        bos_piece=bos_piece,
+        eos_piece=eos_piece,
+        pad_piece=pad_piece,
+        user_defined_symbols=list(user_defined_symbols),
+        control_symbols=list(control_symbols),
+        byte_fallback=byte_fallback,
+        normalization=normalization,
+        show_progress=show_progress,
+    )
+    reports: list[CorpusReport] = []
+    feed_corpus(trainer, files, texts, strict=strict, text_field=text_field, report=reports)
+    core, stats = trainer.train()
+    # Sentences sentencepiece's rules skip are set aside like unreadable input: counted, shown.
+    summary = reports[0]
+    for reason, key in (("sentence_too_long", "skipped_too_long"), ("reserved_character", "skipped_reserved_char")):
+        if stats[key]:
+            summary.set_aside[reason] = summary.set_aside.get(reason, 0) + int(stats[key])
+    if report is not None:
+        report.append(summary)
+    return Tokenizer(core)
 
 
 def check_corpus_arguments(name: str, files: object, texts: object) -> None:

@@ -13,7 +13,7 @@ use tokpipe_core::corpus::{CorpusOptions, CorpusReport, SetAsideReason};
 use tokpipe_core::lm::LmTrainer;
 use tokpipe_core::models::bpe::{BpeTrainer, BpeTrainerConfig};
 use tokpipe_core::models::unigram::trainer::{
-    bayesian_m_step, UnigramPieces, UnigramTrainer, UnigramTrainerConfig,
+    bayesian_m_step, UnigramTrainStats, UnigramTrainer, UnigramTrainerConfig,
 };
 use tokpipe_core::models::wordpiece::{Score, WordPieceTrainer, WordPieceTrainerConfig};
 use tokpipe_core::models::Trainer;
@@ -263,7 +263,7 @@ impl PyUnigramTrainer {
         remove_extra_whitespaces=true, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
         unk_piece="<unk>".to_string(), bos_piece="<s>".to_string(), eos_piece="</s>".to_string(),
         pad_piece="<pad>".to_string(), user_defined_symbols=Vec::new(), control_symbols=Vec::new(),
-        byte_fallback=false, normalization="identity".to_string(), show_progress=false
+        byte_fallback=false, normalization="nmt_nfkc".to_string(), show_progress=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -347,32 +347,15 @@ impl PyUnigramTrainer {
         self.slot.feed_files(py, paths, strict, text_field)
     }
 
-    /// The trained pieces and model options, as a plain dict (see `_core.pyi`).
-    fn train<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The trained tokenizer and what training read and did (see `_core.pyi`).
+    fn train<'py>(&self, py: Python<'py>) -> PyResult<(PyTokenizer, Bound<'py, PyDict>)> {
         let trainer = self.slot.take()?;
-        let trained = py.detach(|| trainer.train()).py()?;
-        unigram_dict(py, &trained)
+        let (tokenizer, stats) = py.detach(|| trainer.train_with_stats()).py()?;
+        Ok((PyTokenizer::new(tokenizer), stats_dict(py, &stats)?))
     }
 }
 
-fn unigram_dict<'py>(py: Python<'py>, t: &UnigramPieces) -> PyResult<Bound<'py, PyDict>> {
-    let id = |x: Option<u32>| x.map_or(-1, i64::from);
-    let d = PyDict::new(py);
-    let pieces: Vec<(&str, f64, &str)> = t
-        .pieces
-        .iter()
-        .map(|(p, s, k)| (p.as_str(), *s, k.as_str()))
-        .collect();
-    d.set_item("pieces", pieces)?;
-    d.set_item("unk_id", t.unk_id)?;
-    d.set_item("bos_id", id(t.bos_id))?;
-    d.set_item("eos_id", id(t.eos_id))?;
-    d.set_item("pad_id", id(t.pad_id))?;
-    d.set_item("byte_fallback", t.byte_fallback)?;
-    d.set_item("normalization", &t.normalization)?;
-    d.set_item("add_dummy_prefix", t.add_dummy_prefix)?;
-    d.set_item("remove_extra_whitespaces", t.remove_extra_whitespaces)?;
-    let s = &t.stats;
+fn stats_dict<'py>(py: Python<'py>, s: &UnigramTrainStats) -> PyResult<Bound<'py, PyDict>> {
     let stats = PyDict::new(py);
     stats.set_item("sentences", s.sentences)?;
     stats.set_item("skipped_too_long", s.skipped_too_long)?;
@@ -382,8 +365,7 @@ fn unigram_dict<'py>(py: Python<'py>, t: &UnigramPieces) -> PyResult<Bound<'py, 
     stats.set_item("seed_pieces", s.seed_pieces)?;
     stats.set_item("em_steps", s.em_steps)?;
     stats.set_item("objective", s.objective)?;
-    d.set_item("stats", stats)?;
-    Ok(d)
+    Ok(stats)
 }
 
 /// The Unigram trainer's M-step on expected counts: the new score of each piece, `None` for

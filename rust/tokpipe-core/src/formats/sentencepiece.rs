@@ -38,7 +38,7 @@ pub mod model_type {
 }
 
 /// Field numbers of the messages in `sentencepiece_model.proto`.
-mod field {
+pub(crate) mod field {
     pub const PIECES: u32 = 1;
     pub const TRAINER_SPEC: u32 = 2;
     pub const NORMALIZER_SPEC: u32 = 3;
@@ -67,6 +67,23 @@ mod field {
     pub const ADD_DUMMY_PREFIX: u32 = 3;
     pub const REMOVE_EXTRA_WHITESPACES: u32 = 4;
     pub const ESCAPE_WHITESPACES: u32 = 5;
+
+    /// `TrainerSpec` options only the Unigram trainer writes (`models::unigram::trainer`).
+    pub mod trainer {
+        pub const CHARACTER_COVERAGE: u32 = 10;
+        pub const SEED_SENTENCEPIECE_SIZE: u32 = 14;
+        pub const SHRINKING_FACTOR: u32 = 15;
+        pub const NUM_SUB_ITERATIONS: u32 = 17;
+        pub const MAX_SENTENCE_LENGTH: u32 = 18;
+        pub const MAX_SENTENCEPIECE_LENGTH: u32 = 20;
+        pub const SPLIT_BY_UNICODE_SCRIPT: u32 = 21;
+        pub const SPLIT_BY_WHITESPACE: u32 = 22;
+        pub const SPLIT_BY_NUMBER: u32 = 23;
+        pub const SPLIT_DIGITS: u32 = 25;
+        pub const CONTROL_SYMBOLS: u32 = 30;
+        pub const USER_DEFINED_SYMBOLS: u32 = 31;
+        pub const PAD_PIECE: u32 = 48;
+    }
 }
 
 /// One `ModelProto.SentencePiece` as stored: proto2 tells an absent score or type from a
@@ -77,6 +94,17 @@ pub struct ProtoPiece {
     pub score: Option<f32>,
     pub kind: Option<i32>,
     unknown: Vec<Field>,
+}
+
+impl ProtoPiece {
+    pub fn new(piece: String, score: Option<f32>, kind: Option<i32>) -> Self {
+        ProtoPiece {
+            piece,
+            score,
+            kind,
+            unknown: Vec::new(),
+        }
+    }
 }
 
 /// A parsed `.model`. The specs stay field lists, read through the accessors below.
@@ -91,6 +119,23 @@ pub struct ModelProto {
 }
 
 impl ModelProto {
+    /// A model of these pieces and specs, as a trainer writes it (no self-test data, no
+    /// denormalizer).
+    pub(crate) fn new(
+        pieces: Vec<ProtoPiece>,
+        trainer_spec: RawMessage,
+        normalizer_spec: RawMessage,
+    ) -> Self {
+        ModelProto {
+            pieces,
+            trainer_spec,
+            normalizer_spec: Some(normalizer_spec),
+            self_test_data: None,
+            denormalizer_spec: None,
+            unknown: Vec::new(),
+        }
+    }
+
     /// Parses a serialized `ModelProto`; `source` names the file in errors.
     pub fn parse(bytes: &[u8], source: &str) -> Result<Self> {
         let bad = |msg: String| Error::format(source, format!("not a sentencepiece model: {msg}"));
@@ -226,7 +271,7 @@ pub fn from_bytes(bytes: &[u8], source: &str) -> Result<Tokenizer> {
 }
 
 /// The normalizer of a `NormalizerSpec` (absent: the proto defaults, no charsmap).
-fn spm_normalizer(
+pub(crate) fn spm_normalizer(
     spec: Option<&RawMessage>,
     treat_whitespace_as_suffix: bool,
     source: &str,

@@ -1,6 +1,7 @@
 //! Text normalizers applied before pre-tokenization (HF's `normalizer` field): the Unicode
 //! normal forms, BERT's normalizer ([`bert`]), sentencepiece's normalizer ([`sentencepiece`],
-//! over its precompiled charsmap, [`precompiled`]), and the HF steps that `tokenizer.json`
+//! over its precompiled charsmap, [`precompiled`]; the charsmaps of its built-in rules by name,
+//! [`spm_rules`]), and the HF steps that `tokenizer.json`
 //! files converted from sentencepiece use (`Precompiled`, `Replace`, `Strip`, `Prepend`,
 //! `Sequence`). Text that a step leaves alone is passed through without a copy.
 
@@ -10,6 +11,7 @@ mod hf_alignment;
 pub mod precompiled;
 pub mod replace;
 pub mod sentencepiece;
+pub mod spm_rules;
 
 pub use bert::BertNormalizer;
 pub use precompiled::CharsMap;

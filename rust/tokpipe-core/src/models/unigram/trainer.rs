@@ -1,8 +1,10 @@
 //! The Unigram trainer: sentencepiece's `unigram_model_trainer` algorithm (Kudo 2018), in Rust.
 //!
 //! 1. Counting ([`UnigramTrainer::feed`], [`UnigramTrainer::feed_files`]): each line is a
-//!    sentence; sentencepiece's whitespace handling escapes it and cuts it into words that start
-//!    at `▁` ([`words`]). Distinct words are counted on all cores; memory is the word table.
+//!    sentence, normalized by the encoder's sentencepiece normalizer (the rule's precompiled
+//!    charsmap, the whitespace rules, spaces escaped to `▁`), so training sees the text exactly
+//!    as the trained tokenizer will, then cut into words that start at `▁` ([`words`]). Distinct
+//!    words are counted on all cores; memory is the word table.
 //! 2. Alphabet: the most frequent characters covering `character_coverage` of the corpus; the
 //!    others become the unknown character.
 //! 3. Seeds ([`seeds`]): the characters and the `seed_sentencepiece_size` most frequent × longest
@@ -13,12 +15,14 @@
 //! 5. Finalizing: the required characters, then the best-scoring pieces up to `vocab_size`, meta
 //!    pieces (`<unk>`, `<s>`, `</s>`, `<pad>`, user-defined and control symbols, the 256 byte
 //!    pieces with `byte_fallback`) at their ids and the rest in falling score order.
+//! 6. The tokenizer ([`UnigramTrainer::train_with_stats`], the [`Trainer`] trait): the `.model`
+//!    sentencepiece would write for these pieces and options ([`spec`]), loaded as any `.model`.
 //!
-//! The input is text normalized by the caller (say NFKC); the trainer applies only
-//! sentencepiece's whitespace rules. The result is the same for any number of threads.
+//! The result is the same for any number of threads.
 
 mod em;
 mod seeds;
+mod spec;
 mod trie;
 mod words;
 
@@ -26,35 +30,19 @@ pub use em::{bayesian_m_step, digamma};
 
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
+use crate::formats::protobuf::RawMessage;
+use crate::formats::sentencepiece::{spm_normalizer, tokenizer_from_proto};
 use crate::models::piece_counter::CorpusCounts;
+use crate::models::unigram::{PieceKind, UnigramModel};
+use crate::models::Trainer;
+use crate::normalizers::spm_rules;
+use crate::tokenizer::Tokenizer;
 use em::Model;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use words::{Alphabet, PieceRules, SentenceSplitter, SentenceStats, Words};
-
-/// What a piece is, as sentencepiece's model file says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PieceKind {
-    Normal,
-    Unknown,
-    Control,
-    UserDefined,
-    Byte,
-}
-
-impl PieceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PieceKind::Normal => "normal",
-            PieceKind::Unknown => "unknown",
-            PieceKind::Control => "control",
-            PieceKind::UserDefined => "user_defined",
-            PieceKind::Byte => "byte",
-        }
-    }
-}
 
 /// The trainer's options, named as sentencepiece's `TrainerSpec` names them; the defaults are
 /// sentencepiece's.
@@ -85,7 +73,8 @@ pub struct UnigramTrainerConfig {
     pub split_digits: bool,
     /// Put `▁` before each sentence, so a word is the same piece first or not.
     pub add_dummy_prefix: bool,
-    /// Drop leading, trailing and repeated spaces.
+    /// Drop leading, trailing and repeated spaces (after the rule, which maps tabs and line
+    /// breaks to spaces under `nmt_nfkc`).
     pub remove_extra_whitespaces: bool,
     pub unk_id: u32,
     pub bos_id: Option<u32>,
@@ -101,7 +90,9 @@ pub struct UnigramTrainerConfig {
     pub control_symbols: Vec<String>,
     /// Add the 256 `<0xNN>` byte pieces, so unknown characters encode as bytes.
     pub byte_fallback: bool,
-    /// The normalization the caller applied, recorded for the model file.
+    /// sentencepiece's normalization rule, applied to every sentence before training and by
+    /// the trained tokenizer: `nmt_nfkc` (sentencepiece's default), `nfkc`, `nmt_nfkc_cf`,
+    /// `nfkc_cf` or `identity` (see [`spm_rules`]).
     pub normalization: String,
     pub show_progress: bool,
 }
@@ -133,7 +124,7 @@ impl Default for UnigramTrainerConfig {
             user_defined_symbols: Vec::new(),
             control_symbols: Vec::new(),
             byte_fallback: false,
-            normalization: "identity".into(),
+            normalization: spm_rules::DEFAULT_RULE.into(),
             show_progress: false,
         }
     }
@@ -160,19 +151,11 @@ pub struct UnigramTrainStats {
     pub objective: f64,
 }
 
-/// A trained Unigram vocabulary, with what a sentencepiece model file needs besides.
+/// A trained Unigram vocabulary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnigramPieces {
     /// `(piece, score, kind)` in id order; meta pieces score 0.
     pub pieces: Vec<(String, f64, PieceKind)>,
-    pub unk_id: u32,
-    pub bos_id: Option<u32>,
-    pub eos_id: Option<u32>,
-    pub pad_id: Option<u32>,
-    pub byte_fallback: bool,
-    pub normalization: String,
-    pub add_dummy_prefix: bool,
-    pub remove_extra_whitespaces: bool,
     pub stats: UnigramTrainStats,
 }
 
@@ -181,6 +164,8 @@ pub struct UnigramTrainer {
     config: UnigramTrainerConfig,
     /// `(id, piece, kind)` by id.
     meta: Vec<(u32, String, PieceKind)>,
+    /// The `NormalizerSpec` of the trained model; training normalizes with its normalizer.
+    normalizer_spec: RawMessage,
     splitter: Arc<SentenceSplitter>,
     stats: Arc<SentenceStats>,
     counts: CorpusCounts,
@@ -312,9 +297,12 @@ impl UnigramTrainer {
         }
         let meta = meta_pieces(&config)?;
         let meta_strings: Vec<&str> = meta.iter().map(|(_, p, _)| p.as_str()).collect();
+        let normalizer_spec = spec::normalizer_spec(&config)?;
+        // sentencepiece's trainer normalizes user-defined symbols with the rest of the text
+        // (its normalizer has no prefix matcher then), so this one knows none either.
+        let normalizer = spm_normalizer(Some(&normalizer_spec), false, "<training>")?;
         let splitter = SentenceSplitter::new(
-            config.remove_extra_whitespaces,
-            config.add_dummy_prefix,
+            normalizer,
             config.split_by_whitespace,
             config.max_sentence_length,
             &meta_strings,
@@ -322,6 +310,7 @@ impl UnigramTrainer {
         Ok(UnigramTrainer {
             config,
             meta,
+            normalizer_spec,
             splitter: Arc::new(splitter),
             stats: Arc::default(),
             counts: CorpusCounts::default(),
@@ -505,18 +494,35 @@ impl UnigramTrainer {
                 }
             }
         }
-        UnigramPieces {
-            pieces,
-            unk_id: c.unk_id,
-            bos_id: c.bos_id,
-            eos_id: c.eos_id,
-            pad_id: c.pad_id,
-            byte_fallback: c.byte_fallback,
-            normalization: c.normalization.clone(),
-            add_dummy_prefix: c.add_dummy_prefix,
-            remove_extra_whitespaces: c.remove_extra_whitespaces,
-            stats,
-        }
+        UnigramPieces { pieces, stats }
+    }
+
+    /// Learns the pieces and returns the tokenizer, the one
+    /// [`crate::formats::sentencepiece::load`] reads from the `.model` sentencepiece writes for
+    /// these pieces and options (see [`spec`]), and what training read and did.
+    pub fn train_with_stats(self) -> Result<(Tokenizer, UnigramTrainStats)> {
+        let trainer_spec = spec::trainer_spec(&self.config);
+        let normalizer_spec = self.normalizer_spec.clone();
+        let trained = self.train()?;
+        let proto = spec::model_proto(&trained.pieces, trainer_spec, normalizer_spec);
+        let tokenizer = tokenizer_from_proto(&proto, "<trained Unigram model>")?;
+        Ok((tokenizer, trained.stats))
+    }
+}
+
+impl Trainer for UnigramTrainer {
+    type Model = UnigramModel;
+
+    fn feed(&mut self, texts: &[&str]) -> Result<()> {
+        UnigramTrainer::feed(self, texts)
+    }
+
+    fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport> {
+        UnigramTrainer::feed_files(self, paths, opts)
+    }
+
+    fn train_tokenizer(self) -> Result<Tokenizer> {
+        Ok(self.train_with_stats()?.0)
     }
 }
 
@@ -596,10 +602,12 @@ mod tests {
     #[test]
     fn trains_exactly_vocab_size_with_required_chars_and_meta_pieces() {
         let text = corpus("botchan.txt");
+        // The identity rule keeps every character, so the alphabet is the text's.
         let config = UnigramTrainerConfig {
             vocab_size: 1000,
             character_coverage: 1.0,
             user_defined_symbols: vec!["<sep>".into()],
+            normalization: "identity".into(),
             ..Default::default()
         };
         let got = train(&text, config.clone(), 2).unwrap();
@@ -674,6 +682,62 @@ mod tests {
         assert_eq!(got.pieces.len(), 600);
     }
 
+    fn trained_tokenizer(text: &str, config: UnigramTrainerConfig) -> Tokenizer {
+        let mut trainer = UnigramTrainer::new(config).unwrap();
+        trainer.feed(&[text]).unwrap();
+        trainer.train_with_stats().unwrap().0
+    }
+
+    #[test]
+    fn the_tokenizer_is_the_one_its_model_file_loads() {
+        use crate::formats::sentencepiece;
+        let text = corpus("botchan.txt");
+        let config = UnigramTrainerConfig {
+            vocab_size: 700,
+            byte_fallback: true,
+            user_defined_symbols: vec!["<sep>".into()],
+            pad_id: Some(3),
+            ..Default::default()
+        };
+        let tok = trained_tokenizer(&text, config);
+        let bytes = sentencepiece::to_vec(&tok).unwrap();
+        let loaded = sentencepiece::from_bytes(&bytes, "m.model").unwrap();
+        assert_eq!(sentencepiece::to_vec(&loaded).unwrap(), bytes);
+        let sample = "Botchan<sep> said ＡＢＣ \u{6f22}\tthen  left.";
+        let none = crate::tokenizer::AllowedSpecial::None;
+        let ids = tok.encode(sample, &none).unwrap();
+        assert_eq!(ids, loaded.encode(sample, &none).unwrap());
+        assert!(ids.contains(&tok.token_to_id("<sep>").unwrap()));
+        assert_eq!(tok.token_to_id("<pad>"), Some(3));
+        // Byte fallback spells the unseen character as its UTF-8 bytes.
+        let bytes_of_han: Vec<u32> = ["<0xE6>", "<0xBC>", "<0xA2>"]
+            .iter()
+            .map(|p| tok.token_to_id(p).unwrap())
+            .collect();
+        assert!(ids.windows(3).any(|w| w == bytes_of_han));
+    }
+
+    #[test]
+    fn training_text_is_normalized_by_the_rule() {
+        // Full-width letters fold to ASCII under nmt_nfkc, so no piece holds one; under
+        // identity they are characters of their own.
+        let text = corpus("botchan.txt").replace("the", "ｔｈｅ");
+        let pieces = |rule: &str| {
+            let config = UnigramTrainerConfig {
+                vocab_size: 600,
+                character_coverage: 1.0,
+                normalization: rule.into(),
+                ..Default::default()
+            };
+            let mut trainer = UnigramTrainer::new(config).unwrap();
+            trainer.feed(&[&text]).unwrap();
+            trainer.train().unwrap().pieces
+        };
+        let has_wide = |p: &[(String, f64, PieceKind)]| p.iter().any(|(s, _, _)| s.contains('ｔ'));
+        assert!(!has_wide(&pieces("nmt_nfkc")));
+        assert!(has_wide(&pieces("identity")));
+    }
+
     #[test]
     fn bad_input_is_an_error() {
         let text = corpus("botchan.txt");
@@ -713,6 +777,10 @@ mod tests {
             },
             UnigramTrainerConfig {
                 vocab_size: 2,
+                ..Default::default()
+            },
+            UnigramTrainerConfig {
+                normalization: "nfc".into(),
                 ..Default::default()
             },
         ] {

@@ -8,6 +8,16 @@
 //! breadth-first while a memory budget lasts. Nodes are laid out breadth-first so that a node's
 //! edges are contiguous. Rebuilt whenever the piece set changes (once per EM step), from pieces
 //! sorted by their characters.
+//
+// Why not the encoder's double array (`unigram/trie.rs`): the two serve different walks. The
+// encoder's is built once per model and walked over UTF-8 bytes of arbitrary text, so it is
+// tuned for byte transitions and carries scores; this one is rebuilt every EM step (dozens of
+// times, over up to a million seed pieces) and walked over character ids, where the unknown
+// character is an id of its own and a word's characters are already numbered. Building a
+// double array is the slow part of the encoder's (placing each node's children), which EM
+// would pay on every step, and walking bytes would triple the steps per character on
+// Japanese and Chinese text. Both answer "which pieces start here"; the shapes differ because
+// the keys (bytes vs character ids) and the rebuild rate differ.
 
 const NONE: u32 = u32::MAX;
 

@@ -1,10 +1,11 @@
 //! From sentences to the trainer's words, and from words to the alphabet the pieces are made of.
 //!
-//! Counting (per sentence, in parallel): sentencepiece's whitespace handling (surrounding and
-//! repeated spaces removed, spaces escaped to `▁`, a `▁` put in front), meta pieces (`<unk>`,
-//! `<s>`, user-defined and control symbols, ...) found in the text replaced by a tab, which
-//! sentencepiece treats as an unbreakable boundary, then the sentence cut into words, each
-//! starting at a `▁`. Distinct words are counted; the corpus itself is not kept.
+//! Counting (per sentence, in parallel): the encoder's sentencepiece normalizer
+//! ([`SentencePieceNormalizer`]: the rule's charsmap, surrounding and repeated spaces removed,
+//! spaces escaped to `▁`, a `▁` put in front), meta pieces (`<unk>`, `<s>`, user-defined and
+//! control symbols, ...) found in the normalized text replaced by a tab, which sentencepiece
+//! treats as an unbreakable boundary, then the sentence cut into words, each starting at a
+//! `▁`. Distinct words are counted; the corpus itself is not kept.
 //!
 //! Training (once): the characters needed to cover `character_coverage` of the corpus become
 //! the alphabet, numbered by frequency; every other character becomes the unknown character,
@@ -12,12 +13,13 @@
 //! strings may be pieces (length, where `▁` may stand, one Unicode script per piece, digits).
 
 use crate::models::piece_counter::PieceCounter;
+use crate::normalizers::SentencePieceNormalizer;
 use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use unicode_script::{Script, UnicodeScript};
 
-/// sentencepiece's escaped space.
+/// sentencepiece's escaped space (the normalizer's `SPACE_SYMBOL`, as a `char`).
 pub(crate) const WHITESPACE: char = '\u{2581}';
 /// sentencepiece reserves U+2585 for unknown characters: a sentence holding it is skipped.
 pub(crate) const RESERVED_UNKNOWN: char = '\u{2585}';
@@ -36,8 +38,8 @@ pub(crate) struct SentenceStats {
 /// Cuts sentences into counted words.
 #[derive(Debug)]
 pub(crate) struct SentenceSplitter {
-    pub(crate) remove_extra_whitespaces: bool,
-    pub(crate) add_dummy_prefix: bool,
+    /// What the trained tokenizer will normalize with.
+    pub(crate) normalizer: SentencePieceNormalizer,
     pub(crate) split_by_whitespace: bool,
     /// Longer sentences (in bytes, before any change) are skipped, as sentencepiece does.
     pub(crate) max_sentence_length: usize,
@@ -47,8 +49,7 @@ pub(crate) struct SentenceSplitter {
 
 impl SentenceSplitter {
     pub(crate) fn new(
-        remove_extra_whitespaces: bool,
-        add_dummy_prefix: bool,
+        normalizer: SentencePieceNormalizer,
         split_by_whitespace: bool,
         max_sentence_length: usize,
         meta_pieces: &[&str],
@@ -60,8 +61,7 @@ impl SentenceSplitter {
                 .expect("meta pieces are few and short")
         });
         SentenceSplitter {
-            remove_extra_whitespaces,
-            add_dummy_prefix,
+            normalizer,
             split_by_whitespace,
             max_sentence_length,
             meta,
@@ -84,7 +84,7 @@ impl SentenceSplitter {
                 stats.reserved_char.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            self.escape(line, &mut buf);
+            self.normalizer.normalize_into(line, &mut buf);
             if buf.is_empty() {
                 continue;
             }
@@ -101,30 +101,6 @@ impl SentenceSplitter {
             });
             buf = sentence;
         }
-    }
-
-    /// sentencepiece's whitespace handling: only U+0020 is a space here (the caller's
-    /// normalizer has mapped other whitespace already, or kept it on purpose).
-    fn escape(&self, line: &str, out: &mut String) {
-        out.clear();
-        let mut body = String::with_capacity(line.len() + 8);
-        if self.remove_extra_whitespaces {
-            for (k, token) in line.split(' ').filter(|t| !t.is_empty()).enumerate() {
-                if k > 0 {
-                    body.push(WHITESPACE);
-                }
-                body.push_str(token);
-            }
-        } else {
-            body.extend(line.chars().map(|c| if c == ' ' { WHITESPACE } else { c }));
-        }
-        if body.is_empty() {
-            return;
-        }
-        if self.add_dummy_prefix {
-            out.push(WHITESPACE);
-        }
-        out.push_str(&body);
     }
 }
 
@@ -338,6 +314,18 @@ impl Words {
 mod tests {
     use super::*;
 
+    /// sentencepiece's `identity` rule: whitespace handling only, U+0020 the only space.
+    fn identity(add_dummy_prefix: bool, remove_extra_whitespaces: bool) -> SentencePieceNormalizer {
+        SentencePieceNormalizer::new(
+            "identity",
+            None,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            true,
+            false,
+        )
+    }
+
     fn words_of(splitter: &SentenceSplitter, text: &str) -> Vec<(String, u64)> {
         let mut counter = PieceCounter::default();
         splitter.count_text(text, &mut counter, &SentenceStats::default());
@@ -351,12 +339,12 @@ mod tests {
 
     #[test]
     fn words_start_at_escaped_spaces() {
-        let s = SentenceSplitter::new(true, true, true, 4192, &["<s>", "<unk>"]);
+        let s = SentenceSplitter::new(identity(true, true), true, 4192, &["<s>", "<unk>"]);
         let got = words_of(&s, "  hello  world \nhello<s>there\n\n   \n");
         let want = [("▁hello", 1), ("▁hello\tthere", 1), ("▁world", 1)];
         let want: Vec<(String, u64)> = want.iter().map(|&(w, n)| (w.into(), n)).collect();
         assert_eq!(got, want);
-        let keep = SentenceSplitter::new(false, true, true, 4192, &[]);
+        let keep = SentenceSplitter::new(identity(true, false), true, 4192, &[]);
         let got = words_of(&keep, " a  b");
         let want: Vec<(String, u64)> = [("▁", 2), ("▁a", 1), ("▁b", 1)]
             .iter()
@@ -367,7 +355,7 @@ mod tests {
 
     #[test]
     fn long_and_reserved_sentences_are_counted_not_used() {
-        let s = SentenceSplitter::new(true, true, true, 10, &[]);
+        let s = SentenceSplitter::new(identity(true, true), true, 10, &[]);
         let stats = SentenceStats::default();
         let mut counter = PieceCounter::default();
         s.count_text(
