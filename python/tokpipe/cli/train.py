@@ -1,5 +1,6 @@
-"""``tokpipe train-bpe`` and ``tokpipe train-wordpiece``: train a tokenizer and write
-``tokenizer.json``; ``tokpipe train --model M`` is either of them with the same options."""
+"""``tokpipe train-bpe``, ``tokpipe train-wordpiece`` and ``tokpipe train-unigram``: train a
+tokenizer and write ``tokenizer.json`` (or a sentencepiece ``.model``); ``tokpipe train --model
+M`` is any of them with the same options."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import click
 
 from tokpipe.cli import UsageError, cli, friendly_errors
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.train import BERT_SPECIAL_TOKENS, CorpusReport, train_bpe, train_wordpiece
+from tokpipe.train import (
+    BERT_SPECIAL_TOKENS,
+    NORMALIZATION_RULES,
+    CorpusReport,
+    train_bpe,
+    train_unigram,
+    train_wordpiece,
+)
 
 # Set-aside examples printed after the summary (the report holds up to 20).
 _SHOWN = 5
@@ -164,12 +172,99 @@ def train_wordpiece_command(
         _print_summary(report, tok.vocab_size, outputs, started)
 
 
+@cli.command("train-unigram")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("tokenizer.json"),
+              show_default=True,
+              help="Where to write the tokenizer: a sentencepiece .model when the name ends with .model, "
+                   "else an HF tokenizer.json.")
+@click.option("--model-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the sentencepiece .model here.")
+@click.option("--vocab-size", type=click.IntRange(min=1), default=8000, show_default=True,
+              help="Pieces in the vocabulary, <unk>/<s>/</s>, symbols and byte pieces included.")
+@click.option("--character-coverage", type=float, default=0.9995, show_default=True,
+              help="Share of the corpus's characters the alphabet covers (0.98 to 1); rarer characters are "
+                   "unknown (or bytes with --byte-fallback). 1.0 suits small alphabets, 0.9995 Chinese or Japanese.")
+@click.option("--normalization", type=click.Choice(NORMALIZATION_RULES), default="nmt_nfkc", show_default=True,
+              help="sentencepiece's normalization rule, applied before training and by the tokenizer: nmt_nfkc "
+                   "(NFKC, control characters dropped, odd spaces made spaces), nfkc, the *_cf ones also "
+                   "case-fold, identity leaves the text alone.")
+@click.option("--max-piece-length", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Longest piece, in characters (sentencepiece's max_sentencepiece_length).")
+@click.option("--byte-fallback", is_flag=True,
+              help="Add the 256 <0xNN> byte pieces: unknown characters are spelled as their UTF-8 bytes.")
+@click.option("--user-defined-symbol", "user_defined_symbols", multiple=True,
+              help="A symbol always kept as one piece wherever it occurs in text; repeat for several.")
+@click.option("--control-symbol", "control_symbols", multiple=True,
+              help="A symbol that only has an id (never made from text, like <s>); repeat for several.")
+@click.option("--unk-id", type=click.IntRange(min=0), default=0, show_default=True, help="Id of <unk>.")
+@click.option("--bos-id", type=click.IntRange(min=-1), default=1, show_default=True, help="Id of <s>; -1 for none.")
+@click.option("--eos-id", type=click.IntRange(min=-1), default=2, show_default=True, help="Id of </s>; -1 for none.")
+@click.option("--pad-id", type=click.IntRange(min=-1), default=-1, show_default=True, help="Id of <pad>; -1 for none.")
+@click.option("--split-by-whitespace/--no-split-by-whitespace", default=True, show_default=True,
+              help="Pieces never cross a space (with --no-..., a piece may hold ▁ inside).")
+@click.option("--split-by-unicode-script/--no-split-by-unicode-script", default=True, show_default=True,
+              help="A piece holds one script (kana count as Han).")
+@click.option("--split-by-number/--no-split-by-number", default=True, show_default=True,
+              help="Digits are a script of their own: a piece never mixes digits and letters.")
+@click.option("--split-digits", is_flag=True, help="Every digit is a piece of its own.")
+@click.option("--add-dummy-prefix/--no-add-dummy-prefix", default=True, show_default=True,
+              help="Put ▁ before each text, so a word is the same piece at the start of a text as after a space.")
+@click.option("--remove-extra-whitespaces/--keep-extra-whitespaces", default=True, show_default=True,
+              help="Drop leading, trailing and repeated spaces before training and encoding.")
+@click.option("--shrinking-factor", type=float, default=0.75, show_default=True,
+              help="Share of the pieces each pruning round keeps (between 0 and 1).")
+@click.option("--num-sub-iterations", type=click.IntRange(min=1), default=2, show_default=True,
+              help="EM steps between two pruning rounds.")
+@click.option("--seed-size", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Frequent substrings kept as seed pieces (sentencepiece's seed_sentencepiece_size).")
+@click.option("--max-sentence-length", type=click.IntRange(min=1), default=4192, show_default=True,
+              help="Longer lines, in bytes, are skipped (and counted in the summary), as sentencepiece does.")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
+@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@friendly_errors
+def train_unigram_command(
+    corpus: tuple[Path, ...],
+    output: Path,
+    model_file: Path | None,
+    quiet: bool,
+    **options: object,
+) -> None:
+    """Train a sentencepiece Unigram tokenizer on CORPUS (files or folders, walked recursively).
+
+    sentencepiece's trainer, its options and defaults: every line is a sentence, normalized by
+    --normalization, and the pieces come from seeds pruned by EM until --vocab-size are left.
+    Reads the same inputs as train-bpe. -o writes a .model (loads in sentencepiece) when it ends
+    with .model, else an HF tokenizer.json; --model-file adds the .model beside it.
+    """
+    started = time.perf_counter()
+    report: list[CorpusReport] = []
+    try:
+        tok = train_unigram(list(corpus), show_progress=not quiet and sys.stderr.isatty(), report=report,
+                            **options)  # type: ignore[arg-type]
+    except InvalidArgumentError as e:
+        raise UsageError(str(e)) from None
+    outputs = []
+    for path, is_model in ((output, output.suffix == ".model"), (model_file, True)):
+        if path is None:
+            continue
+        if is_model:
+            tok.save_sentencepiece(path)
+        else:
+            tok.save(path)
+        outputs.append(("output" if path is output else "sentencepiece model", str(path)))
+    if not quiet:
+        _print_summary(report, tok.vocab_size, outputs, started)
+
+
 # `tokpipe train --model M`: one entry point over the model-specific commands above. Its options
 # are the union of theirs, so each option keeps one definition (help, type, default) where its
 # model's command declares it; a command registered later only needs adding to this table.
 _TRAINERS: dict[str, click.Command] = {
     "bpe": train_bpe_command,
     "wordpiece": train_wordpiece_command,
+    "unigram": train_unigram_command,
 }
 
 
@@ -192,8 +287,12 @@ def _union_of_options(commands: dict[str, click.Command]) -> list[click.Paramete
             default = " Default: the model's own (tokpipe train-MODEL --help)."
         else:
             default = f" Default: {param.default}."
+        # An on/off pair (--x/--no-x) keeps both spellings.
+        opts = [f"{param.opts[0]}/{param.secondary_opts[0]}"] if param.secondary_opts else param.opts
+        if param.secondary_opts and len(defaults) == 1:
+            default = f" Default: {param.opts[0] if param.default else param.secondary_opts[0]}."
         options.append(click.Option(
-            [param.name, *param.opts], type=param.type, multiple=param.multiple, is_flag=param.is_flag,
+            [param.name, *opts], type=param.type, multiple=param.multiple, is_flag=param.is_flag,
             default=() if param.multiple else None, help=f"{param.help or ''}{default}{only}"))
     return options
 
