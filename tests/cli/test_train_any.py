@@ -17,6 +17,8 @@ BOOK = str(CORPORA / "text" / "botchan.txt")
     ("bpe", ["--vocab-size", "600", "--pattern", "cl100k", "--special-token", "<|endoftext|>",
              "--special-token", "<pad>", "--min-frequency", "3"]),
     ("wordpiece", ["--vocab-size", "900", "--score", "frequency", "--limit-alphabet", "200"]),
+    ("unigram", ["--vocab-size", "700", "--character-coverage", "1.0", "--byte-fallback", "--no-split-by-number",
+                 "--user-defined-symbol", "<sep>", "--normalization", "nfkc"]),
 ])
 def test_same_tokenizer_as_the_models_own_command(tmp_path: Path, model: str, options: list[str]) -> None:
     generic, specific = tmp_path / "generic.json", tmp_path / "specific.json"
