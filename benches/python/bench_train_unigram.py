@@ -1,30 +1,31 @@
 #!/usr/bin/env python3
 """Unigram training time, peak memory and model quality of tokpipe, sentencepiece and HF
-tokenizers, on the same sentences.
+tokenizers, on the same raw text.
 
 What is measured
 ----------------
 Input: the benchmark corpus's linux-rst, python-txt, gcide and fortunes-zh documents, --max-mb
 (22.2) MB of them in the corpus's mix; every tenth document is held out, the rest (about
-20 MB) is for training. Every line is NFKC-normalized and its whitespace runs made one space
-(the same normalization for every trainer, done once here), and written one sentence a line to
-train.txt and held_out.txt.
+20 MB) is for training. The documents' non-empty lines are written as they are, one sentence a
+line, to train.txt and held_out.txt: each trainer normalizes for itself.
 
 Trainers, vocab --vocab-size (32000), each in its own fresh Python subprocess, one after
 another, reading train.txt through its own file reader:
-  sentencepiece  SentencePieceTrainer.train(model_type="unigram", normalization_rule_name=
-                 "identity", character_coverage=0.9995, num_threads=--threads)
-  tokpipe        _core.UnigramTrainer(vocab, character_coverage=0.9995).feed_files(...).train()
-                 (rayon threads: RAYON_NUM_THREADS=--threads)
-  hf-tokenizers  Tokenizer(models.Unigram()) with the Metaspace pre-tokenizer, UnigramTrainer(
-                 shrinking_factor=0.75, max_piece_length=16, n_sub_iterations=2, special tokens
-                 <unk> <s> </s>); HF has no character coverage: every character is kept.
+  sentencepiece  SentencePieceTrainer.train(model_type="unigram", character_coverage=0.9995,
+                 num_threads=--threads): its default normalization, nmt_nfkc
+  tokpipe        tokpipe.train_unigram("train.txt", vocab_size=..., character_coverage=0.9995),
+                 the public API (nmt_nfkc too), then save_sentencepiece (rayon threads:
+                 RAYON_NUM_THREADS=--threads)
+  hf-tokenizers  Tokenizer(models.Unigram()) with the NFKC normalizer and the Metaspace
+                 pre-tokenizer, UnigramTrainer(shrinking_factor=0.75, max_piece_length=16,
+                 n_sub_iterations=2, special tokens <unk> <s> </s>); HF has no character
+                 coverage: every character is kept.
 "train s" is the time around the training call inside the child (reading the file
 included, imports not); "wall s" is the whole child; "CPU s" is the child's user + sys time, all
 threads; "peak RSS MB" is ru_maxrss of the child from os.wait4.
 
-Quality, on held_out.txt, each model segmenting with its own encoder (tokpipe's pieces go into
-a sentencepiece model through tokpipe._unigram_eval, so sentencepiece's Viterbi encodes them):
+Quality, on held_out.txt (raw lines), each model normalizing and segmenting with its own
+encoder (tokpipe's saved .model is loaded in sentencepiece's processor, as sentencepiece's is):
 "tokens/byte" (lower is better) and "LL/sentence", the mean summed score of each sentence's
 best segmentation (higher is better; an unknown piece scores the lowest score minus 10).
 "vs spm" columns: the difference from sentencepiece's value over its magnitude, so below 0
@@ -39,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unicodedata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,28 +61,24 @@ def child_sentencepiece(train: Path, out: Path, a) -> float:
     t0 = time.perf_counter()
     spm.SentencePieceTrainer.train(input=str(train), model_prefix=str(out / "spm"), model_type="unigram",
                                    vocab_size=a.vocab_size, character_coverage=COVERAGE,
-                                   normalization_rule_name="identity", num_threads=a.threads, minloglevel=2)
+                                   num_threads=a.threads, minloglevel=2)
     return time.perf_counter() - t0
 
 
 def child_tokpipe(train: Path, out: Path, a) -> float:
-    from tokpipe import _core
-    from tokpipe import _unigram_eval as ev
+    import tokpipe
 
     t0 = time.perf_counter()
-    trainer = _core.UnigramTrainer(a.vocab_size, character_coverage=COVERAGE)
-    trainer.feed_files([str(train)])
-    trained = trainer.train()
-    dt = time.perf_counter() - t0
-    (out / "spm.model").write_bytes(ev.spm_model_bytes(trained))
-    (out / "stats.json").write_text(json.dumps(trained["stats"]))
-    return dt
+    tok = tokpipe.train_unigram(train, vocab_size=a.vocab_size, character_coverage=COVERAGE, show_progress=False)
+    tok.save_sentencepiece(out / "spm.model")
+    return time.perf_counter() - t0
 
 
 def child_hf(train: Path, out: Path, a) -> float:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tk = Tokenizer(models.Unigram())
+    tk.normalizer = normalizers.NFKC()
     tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(vocab_size=a.vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
                                       shrinking_factor=0.75, max_piece_length=16, n_sub_iterations=2,
@@ -108,15 +104,14 @@ def run_child(a) -> None:
 
 
 def prepare(a, work: Path) -> dict:
-    """train.txt and held_out.txt: the documents' lines, normalized, one sentence a line."""
+    """train.txt and held_out.txt: the documents' non-empty lines as they are, one a line."""
     docs = _corpus.load_docs(a.corpus, [s for s in a.sources.split(",") if s], a.max_mb)
     sizes = {"train": 0, "held_out": 0}
     with open(work / "train.txt", "w", encoding="utf-8") as tr, open(work / "held_out.txt", "w", encoding="utf-8") as ho:
         for i, d in enumerate(docs):
             part, f = ("held_out", ho) if i % 10 == 0 else ("train", tr)
             for line in d.text.split("\n"):
-                line = " ".join(unicodedata.normalize("NFKC", line).split())
-                if line:
+                if line.strip():
                     f.write(line + "\n")
                     sizes[part] += len(line.encode("utf-8")) + 1
     raw_train = sum(d.nbytes for i, d in enumerate(docs) if i % 10)
@@ -222,7 +217,7 @@ def main(argv=None) -> None:
                 if "error" in r:
                     break
             results.append(best)
-        held_out = (work / "held_out.txt").read_text(encoding="utf-8").splitlines()
+        held_out = [s for s in (work / "held_out.txt").read_text(encoding="utf-8").split("\n") if s]
         for r in results:
             if r["trainer"] == "baseline" or "error" in r:
                 continue
@@ -236,7 +231,7 @@ def main(argv=None) -> None:
     print("# Unigram training benchmark\n")
     _corpus.print_machine_facts(PACKAGES)
     print(f"Input: {info['describe']}; training: {info['raw_train_mb']:.1f} MB of documents, "
-          f"{info['train_mb']:.1f} MB of normalized sentences; held out: {info['held_out_mb']:.1f} MB.\n")
+          f"{info['train_mb']:.1f} MB of non-empty lines; held out: {info['held_out_mb']:.1f} MB.\n")
     print(f"Task: Unigram, vocab {a.vocab_size}, {a.threads} threads; fastest of {a.runs} run(s) per trainer.\n")
     ref = next((r for r in results if r["trainer"] == "sentencepiece" and "error" not in r), None)
     print("| trainer | train s | wall s | CPU s | peak RSS MB | load | wall / spm | RSS / spm | tokens/byte | "
