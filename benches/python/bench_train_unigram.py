@@ -16,10 +16,11 @@ another, reading train.txt through its own file reader:
   tokpipe        tokpipe.train_unigram("train.txt", vocab_size=..., character_coverage=0.9995),
                  the public API (nmt_nfkc too), then save_sentencepiece (rayon threads:
                  RAYON_NUM_THREADS=--threads)
-  hf-tokenizers  Tokenizer(models.Unigram()) with the NFKC normalizer and the Metaspace
-                 pre-tokenizer, UnigramTrainer(shrinking_factor=0.75, max_piece_length=16,
-                 n_sub_iterations=2, special tokens <unk> <s> </s>); HF has no character
-                 coverage: every character is kept.
+  hf-tokenizers  Tokenizer(models.Unigram()) with the normalizer NFKC, runs of spaces made one,
+                 ends stripped (sentencepiece's whitespace rules, as HF's own converters spell
+                 them) and the Metaspace pre-tokenizer, UnigramTrainer(shrinking_factor=0.75,
+                 max_piece_length=16, n_sub_iterations=2, special tokens <unk> <s> </s>); HF
+                 has no character coverage: every character is kept.
 "train s" is the time around the training call inside the child (reading the file
 included, imports not); "wall s" is the whole child; "CPU s" is the child's user + sys time, all
 threads; "peak RSS MB" is ru_maxrss of the child from os.wait4.
@@ -75,10 +76,11 @@ def child_tokpipe(train: Path, out: Path, a) -> float:
 
 
 def child_hf(train: Path, out: Path, a) -> float:
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tk = Tokenizer(models.Unigram())
-    tk.normalizer = normalizers.NFKC()
+    tk.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " "),
+                                          normalizers.Strip()])
     tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(vocab_size=a.vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
                                       shrinking_factor=0.75, max_piece_length=16, n_sub_iterations=2,

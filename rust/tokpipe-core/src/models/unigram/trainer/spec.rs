@@ -72,9 +72,11 @@ impl Writer {
 
 /// The `TrainerSpec` of the config (see the module notes).
 pub(crate) fn trainer_spec(c: &UnigramTrainerConfig) -> RawMessage {
+    // The config's defaults are sentencepiece's, so "differs from ours" is "differs from its".
     let d = UnigramTrainerConfig::default();
     let id = |id: Option<u32>| id.map_or(-1, i64::from);
     let mut w = Writer::default();
+    // Always written: no model type or size is -1.
     w.int(field::MODEL_TYPE, model_type::UNIGRAM.into(), -1);
     w.int(field::VOCAB_SIZE, c.vocab_size as i64, -1);
     w.float(
