@@ -291,9 +291,15 @@ def _union_of_options(commands: dict[str, click.Command]) -> list[click.Paramete
         opts = [f"{param.opts[0]}/{param.secondary_opts[0]}"] if param.secondary_opts else param.opts
         if param.secondary_opts and len(defaults) == 1:
             default = f" Default: {param.opts[0] if param.default else param.secondary_opts[0]}."
+        # Models that describe the option differently each get their sentence.
+        helps: dict[str, list[str]] = {}
+        for model, p in takers:
+            helps.setdefault(p.help or "", []).append(model)
+        text = (param.help or "") if len(helps) == 1 else " ".join(
+            f"{', '.join(models)}: {h}" for h, models in helps.items())
         options.append(click.Option(
             [param.name, *opts], type=param.type, multiple=param.multiple, is_flag=param.is_flag,
-            default=() if param.multiple else None, help=f"{param.help or ''}{default}{only}"))
+            default=() if param.multiple else None, help=f"{text}{default}{only}"))
     return options
 
 
