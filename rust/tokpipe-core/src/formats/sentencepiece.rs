@@ -634,11 +634,17 @@ fn spm_view(model: &ModelWrapper) -> std::result::Result<SpmView<'_>, String> {
             extras: m.spm_extras.as_deref(),
         }),
         ModelWrapper::Bpe(m) if !m.is_byte_level() => {
+            // HF's byte fallback finds byte tokens one by one; sentencepiece's needs all 256
+            // (Llama's converter sets the flag whether the model has them or not).
+            let all_bytes = (0..=255u8).all(|b| {
+                m.token_id(crate::models::unigram::byte_piece(b).as_bytes())
+                    .is_some()
+            });
             let common = |pieces, semantics| SpmView {
                 pieces,
                 semantics,
                 unk_id: m.unk_id(),
-                byte_fallback: m.byte_fallback(),
+                byte_fallback: m.byte_fallback() && all_bytes,
                 model_type: model_type::BPE,
                 extras: m.spm_extras(),
             };

@@ -10,10 +10,11 @@
 //!   position first (longest first) and never merged; then the adjacent pair whose
 //!   concatenation is a piece (NORMAL, USER_DEFINED or UNUSED) with the highest score is
 //!   merged, the leftmost of equal scores first, until none is left. A final symbol that is an
-//!   UNUSED piece is split back the way it was last proposed, recursively. Ids are `PieceToId`'s
-//!   (a CONTROL, UNKNOWN or BYTE piece of the same text first, else the unknown id); an unknown
-//!   symbol becomes its bytes' `<0xNN>` pieces with `byte_fallback`, and runs of unknown
-//!   symbols become one unknown id otherwise.
+//!   UNUSED piece is split back the way it was last proposed, recursively. A symbol that is no
+//!   such piece is unknown (a character that only a CONTROL piece spells included: those never
+//!   come from text, as sentencepiece 0.2.3 does it); an unknown symbol becomes its bytes'
+//!   `<0xNN>` pieces with `byte_fallback`, and runs of unknown symbols become one unknown id
+//!   otherwise.
 //! - **HF** (`tokenizers`' `BPE::merge_word`): every character that is a vocabulary entry is
 //!   its token, another becomes its `<0xNN>` tokens when `byte_fallback` finds them all, else
 //!   the unknown token (runs fused with `fuse_unk`; dropped without `unk_token`); then the
@@ -42,12 +43,11 @@
 // piece end a word too, as nothing merges with them. The check is made on the merge table at
 // load time; a model that merges across words is encoded whole.
 //
-// sentencepiece models with UNUSED pieces, with a piece whose text is also a CONTROL, UNKNOWN or
-// BYTE piece, with a one-character reserved piece, or with a character inside a piece that is
-// not a piece itself are encoded by `encode_exact`, a direct transcription of the algorithm
-// above on the whole text (which pair was last proposed for an UNUSED piece depends on the
-// order of every proposal in the text, so cutting it into words would change the answer). No
-// trained model has any of these; edited ones may.
+// sentencepiece models with UNUSED pieces, or with a character inside a piece that is not a
+// piece itself, are encoded by `encode_exact`, a direct transcription of the algorithm above on
+// the whole text (which pair was last proposed for an UNUSED piece depends on the order of every
+// proposal in the text, so cutting it into words would change the answer). No trained model has
+// either; edited ones may.
 
 use super::model::{pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
 use crate::error::{Error, Result};
@@ -102,8 +102,6 @@ pub(crate) struct CharLevel {
 struct ExactTables {
     /// sentencepiece's `pieces_`: NORMAL, USER_DEFINED and UNUSED pieces.
     mergeable: FxHashMap<Box<str>, u32>,
-    /// sentencepiece's `PieceToId`: reserved pieces first.
-    piece_to_id: FxHashMap<Box<str>, u32>,
 }
 
 impl CharLevel {
@@ -186,31 +184,21 @@ impl BpeModel {
         c.byte_fallback = byte_fallback;
         c.byte_tokens = index.byte_ids.clone();
 
-        // sentencepiece's `pieces_` (the "\0" UNUSED piece its loader skips left out), and
-        // whether the word-by-word walk covers this model (see the module notes).
-        let in_pieces = |id: usize, p: &Piece| {
+        // sentencepiece's `pieces_` (the "\0" UNUSED piece its loader skips left out; a piece
+        // that a reserved one shadows in `PieceToId` kept), and whether the word-by-word walk
+        // covers this model (see the module notes).
+        let in_pieces = |_id: usize, p: &Piece| {
             matches!(
                 p.kind,
                 PieceKind::Normal | PieceKind::UserDefined | PieceKind::Unused
-            ) && index.vocab.get(p.text.as_str()) == Some(&(id as u32))
+            ) && !(p.kind == PieceKind::Unused && p.text == "\0")
         };
         let mut mergeable: FxHashMap<Box<str>, u32> = FxHashMap::default();
         let mut needs_exact = false;
         for (id, p) in pieces.iter().enumerate() {
-            let is_normal_kind = matches!(
-                p.kind,
-                PieceKind::Normal | PieceKind::UserDefined | PieceKind::Unused
-            );
             if in_pieces(id, p) {
                 mergeable.insert(p.text.as_str().into(), id as u32);
-            } else if is_normal_kind && p.text != "\0" {
-                needs_exact = true; // shadowed by a reserved piece
-            }
-            if p.kind == PieceKind::Unused && p.text != "\0" {
-                needs_exact = true;
-            }
-            if !is_normal_kind && p.text.chars().count() == 1 {
-                needs_exact = true; // a character that PieceToId turns into a reserved id
+                needs_exact |= p.kind == PieceKind::Unused;
             }
         }
         let normal = |text: &str| {
@@ -266,10 +254,7 @@ impl BpeModel {
             }
         }
         if needs_exact {
-            c.exact = Some(Box::new(ExactTables {
-                mergeable,
-                piece_to_id: index.vocab.clone(),
-            }));
+            c.exact = Some(Box::new(ExactTables { mergeable }));
         }
         c.pieces = pieces;
         let (tokens, token_to_id) = {
@@ -675,14 +660,11 @@ impl BpeModel {
         }
         let rev_merge = proposals.rev_merge;
 
-        // The processor: CONTROL ids kept, unknown pieces in bytes or fused.
+        // The processor: unknown pieces in bytes, or runs of them fused.
         let mut prev_unknown = false;
         let mut emit = |w: &str, id: u32| {
-            let kind = c.pieces.get(id as usize).map(|p| p.kind);
-            let unknown = id == NO_TOKEN || kind == Some(PieceKind::Unknown);
-            if kind == Some(PieceKind::Control) {
-                out.push(id);
-            } else if unknown && c.byte_fallback {
+            let unknown = id == c.unk;
+            if unknown && c.byte_fallback {
                 out.extend(w.bytes().map(|b| c.byte_tokens[b as usize]));
             } else if !(unknown && prev_unknown) {
                 out.push(id);
@@ -696,7 +678,7 @@ impl BpeModel {
             rev_merge: &FxHashMap<&'t str, (&'t str, &'t str)>,
             emit: &mut dyn FnMut(&str, u32),
         ) {
-            let id = tables.piece_to_id.get(w).copied().unwrap_or(c.unk);
+            let id = tables.mergeable.get(w).copied().unwrap_or(c.unk);
             let unused = c
                 .pieces
                 .get(id as usize)
