@@ -117,10 +117,11 @@ BPE_TRAINED = {
     # User-defined pieces (matched whole, never merged) and an extra control symbol.
     "mixed_user_defined": ("mixed", dict(vocab_size=4000, byte_fallback=True, split_digits=True,
                                          user_defined_symbols=USER_DEFINED, control_symbols=["<ctl>"])),
-    # Llama's normalizer spec: identity rules, spaces kept as they are; rare characters in bytes.
+    # Llama's options: identity rules, spaces kept as they are, pieces of runs of spaces (▁▁),
+    # rare characters in bytes.
     "llama_like": ("mixed", dict(vocab_size=4000, byte_fallback=True, split_digits=True,
                                  normalization_rule_name="identity", remove_extra_whitespaces=False,
-                                 character_coverage=0.9995)),
+                                 allow_whitespace_only_pieces=True, character_coverage=0.9995)),
     # No byte fallback: characters outside the pieces are <unk>, runs of them one <unk>.
     "unk_no_fallback": ("mixed", dict(vocab_size=2000, character_coverage=0.995)),
     # Whitespace as a suffix (words end with ▁), and pieces across whitespace.

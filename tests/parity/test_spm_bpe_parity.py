@@ -405,3 +405,42 @@ def test_bpe_json_errors_name_the_problem(tmp_path: Path) -> None:
         tok.save_tiktoken(tmp_path / "x.tiktoken")
     for text in ("ab", "abc ba", "", "  "):
         assert tok.encode(text) == hf_ids(hf, text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_hf_bpe_rules_on_small_vocabularies(data: st.DataObject) -> None:
+    # HF's rules for characters outside the vocabulary (their <0xNN> tokens when all are there,
+    # added before an unknown token still pending; else <unk>, runs fused with fuse_unk; dropped
+    # without unk_token), merges by rank over any tokens (byte and unknown tokens included),
+    # ignore_merges, and Metaspace, on vocabularies drawn at random.
+    draw = data.draw
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "▁": 3}
+    if draw(st.booleans()):
+        vocab["c"] = len(vocab)
+    for byte in draw(st.sets(st.sampled_from([0x78, 0xC3, 0xA9, 0xE6, 0x97, 0xA5, 0x20]))):
+        vocab[f"<0x{byte:02X}>"] = len(vocab)
+    merges: list[tuple[str, str]] = []
+    for _ in range(draw(st.integers(0, 12))):
+        tokens = list(vocab)
+        left, right = draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens))
+        if left + right not in vocab:
+            vocab[left + right] = len(vocab)
+        if (left, right) not in merges:
+            merges.append((left, right))
+    model = {"type": "BPE", "vocab": vocab, "merges": [list(m) for m in merges],
+             "unk_token": draw(st.sampled_from(["<unk>", None])), "fuse_unk": draw(st.booleans()),
+             "byte_fallback": draw(st.booleans()), "ignore_merges": draw(st.booleans())}
+    pre = draw(st.sampled_from([None, {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False},
+                                {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]))
+    decoder = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                                                {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    text = json.dumps({"version": "1.0", "model": model, "pre_tokenizer": pre, "decoder": decoder})
+    hf = HfTokenizer.from_str(text)
+    ours = tokpipe.Tokenizer.from_str(text)
+    for _ in range(5):
+        sample = "".join(draw(st.lists(st.sampled_from(["a", "b", "c", "▁", " ", "é", "x", "日", "ab"]), max_size=12)))
+        ids = hf_ids(hf, sample)
+        assert ours.encode(sample) == ids, (sample, model, pre)
+        assert ours.decode(ids) == hf.decode(ids)

@@ -35,11 +35,12 @@
 //
 // Speed: sentencepiece merges over the whole normalized text (it has no pre-tokenizer), and HF
 // Llama files do the same (no pre-tokenizer, or a Metaspace that does not split). When no merge
-// can join a symbol to a `▁` that starts the next word (no merge's right half starts with `▁`),
-// every merge happens inside one `▁`-word, and merging each word alone gives the same ids (the
-// order of merges in different words never matters, and within a word it is the same). So the
-// text is cut before each `▁` (after it for `treat_whitespace_as_suffix` models), and most words
-// are then one lookup. A user-defined piece and (for sentencepiece) a character that is in no
+// can join a symbol that ends in something else than `▁` to one that starts with `▁`, no merge
+// ever crosses the place where a run of `▁` starts (the first merge that did would be such a
+// pair), so merging each word alone gives the same ids: the order of merges in different words
+// never matters, and within a word it is the same. So the text is cut where each run of `▁`
+// starts (where it ends for `treat_whitespace_as_suffix` models), and most words are then one
+// lookup. A user-defined piece and (for sentencepiece) a character that is in no
 // piece end a word too, as nothing merges with them. The check is made on the merge table at
 // load time; a model that merges across words is encoded whole.
 //
@@ -61,11 +62,12 @@ use std::sync::Arc;
 /// Where the text may be cut into words that merge independently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SpaceSplit {
-    /// Before each `▁` (it starts a word).
+    /// Where a run of `▁` starts (it starts a word; the run stays whole, as Llama's
+    /// whitespace-only pieces `▁▁`, `▁▁▁▁` need).
     Before,
-    /// After each `▁` (it ends a word: `treat_whitespace_as_suffix`).
+    /// Where a run of `▁` ends (it ends a word: `treat_whitespace_as_suffix`).
     After,
-    /// Nowhere: some merge joins across a `▁`.
+    /// Nowhere: some merge joins across such a place.
     Never,
 }
 
@@ -375,11 +377,15 @@ impl BpeModel {
                 .unwrap_or_default()
         };
         let space = SPACE_SYMBOL.as_bytes();
+        // A byte or unknown token stands for a character that is not `▁`, whatever its text.
+        let stands_in = |id: u32| id == c.unk || c.byte_tokens.contains(&id);
+        let ends_in_space = |id: u32| !stands_in(id) && text(id).ends_with(space);
+        let starts_with_space = |id: u32| !stands_in(id) && text(id).starts_with(space);
         let (mut before, mut after) = (true, true);
         for &key in merges.keys() {
             let (l, r) = ((key >> 32) as u32, key as u32);
-            before &= !text(r).starts_with(space);
-            after &= !text(l).ends_with(space);
+            before &= ends_in_space(l) || !starts_with_space(r);
+            after &= !ends_in_space(l) || starts_with_space(r);
         }
         c.space = c.symbol_at(SPACE_SYMBOL, 0).1;
         c.split = match (c.space != NO_TOKEN, before, after) {
@@ -518,6 +524,8 @@ impl BpeModel {
         let mut i = 0;
         // HF: an unknown token not yet added (runs of unknown characters fuse into it).
         let mut pending_unk = false;
+        // Whether the last character was `▁` (words are cut where runs of them start or end).
+        let mut after_space = false;
         let spm = c.semantics == Semantics::SentencePiece;
         while i < bytes.len() {
             if let Some((ud, ids)) = &c.user_defined {
@@ -526,6 +534,7 @@ impl BpeModel {
                     out.push(ids[k]);
                     i += len;
                     word = i;
+                    after_space = false;
                     continue;
                 }
             }
@@ -537,8 +546,14 @@ impl BpeModel {
                     c.push_unknown(&bytes[i..i + len], mark, out);
                     i += len;
                     word = i;
+                    after_space = false;
                     continue;
                 }
+                if after_space && c.split == SpaceSplit::After {
+                    self.merge_word(&bytes[word..i], &mut syms, out);
+                    word = i;
+                }
+                after_space = false;
                 let char_bytes = &bytes[i..i + len];
                 if c.byte_fallback && c.bytes_known(char_bytes) {
                     // HF adds the bytes before an unknown token still pending.
@@ -556,16 +571,19 @@ impl BpeModel {
                 syms.push(c.unk);
                 pending_unk = false;
             }
-            if sym == c.space && c.split == SpaceSplit::Before {
+            let is_space = sym == c.space;
+            let cut = match c.split {
+                SpaceSplit::Before => is_space && !after_space,
+                SpaceSplit::After => !is_space && after_space,
+                SpaceSplit::Never => false,
+            };
+            if cut {
                 self.merge_word(&bytes[word..i], &mut syms, out);
                 word = i;
             }
+            after_space = is_space;
             syms.push(sym);
             i += len;
-            if sym == c.space && c.split == SpaceSplit::After {
-                self.merge_word(&bytes[word..i], &mut syms, out);
-                word = i;
-            }
         }
         if pending_unk {
             syms.push(c.unk);
@@ -790,5 +808,135 @@ impl<'t> Proposals<'t> {
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::unigram::nbest::SplitMix64;
+
+    const ALPHABET: [&str; 6] = ["a", "b", "c", "d", "▁", "日"];
+
+    /// A sentencepiece model grown as its trainer grows one: characters, then concatenations of
+    /// two pieces; scores drawn from a few values, so that ties are common.
+    /// How a grown model's pieces hold `▁`: a run at the start, a run at the end, anywhere.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Style {
+        Prefix,
+        Suffix,
+        Crossing,
+    }
+
+    fn grown_model(rng: &mut SplitMix64, style: Style, user_defined: bool) -> Vec<Piece> {
+        let mut pieces = vec![
+            Piece::new("<unk>", 0.0, PieceKind::Unknown),
+            Piece::new("<s>", 0.0, PieceKind::Control),
+        ];
+        if user_defined {
+            pieces.push(Piece::new("ab", 0.0, PieceKind::UserDefined));
+            pieces.push(Piece::new("c▁d", 0.0, PieceKind::UserDefined));
+        }
+        let first_char = pieces.len();
+        for c in ALPHABET {
+            pieces.push(Piece::new(c, -100.0, PieceKind::Normal));
+        }
+        for _ in 0..40 {
+            let n = pieces.len() - first_char;
+            let l = &pieces[first_char + rng.next_u64() as usize % n].text;
+            let r = &pieces[first_char + rng.next_u64() as usize % n].text;
+            let joined = format!("{l}{r}");
+            let body = match style {
+                Style::Prefix => joined.trim_start_matches('▁'),
+                Style::Suffix => joined.trim_end_matches('▁'),
+                Style::Crossing => "",
+            };
+            if joined.chars().count() > 6
+                || body.contains('▁')
+                || pieces.iter().any(|p| p.text == joined)
+            {
+                continue;
+            }
+            let score = -((rng.next_u64() % 5) as f64);
+            pieces.push(Piece::new(joined, score, PieceKind::Normal));
+        }
+        pieces
+    }
+
+    fn random_text(rng: &mut SplitMix64, max: usize) -> String {
+        let extra = ["z", "é", " ", "ab", "c▁d"];
+        (0..rng.next_u64() as usize % max)
+            .map(|_| match rng.next_u64() % 8 {
+                0 => extra[rng.next_u64() as usize % extra.len()],
+                _ => ALPHABET[rng.next_u64() as usize % ALPHABET.len()],
+            })
+            .collect()
+    }
+
+    /// The same model encoded by [`BpeModel::encode_exact`].
+    fn exact(model: &BpeModel) -> BpeModel {
+        let mut exact = model.clone();
+        let c = exact.chars.as_mut().expect("character level");
+        let mergeable = c
+            .pieces
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !matches!(p.kind, PieceKind::Unknown | PieceKind::Control))
+            .map(|(id, p)| (p.text.as_str().into(), id as u32))
+            .collect();
+        c.exact = Some(Box::new(ExactTables { mergeable }));
+        exact
+    }
+
+    #[test]
+    fn word_by_word_walk_agrees_with_the_exact_port() {
+        let mut rng = SplitMix64::new(7);
+        let mut splits = [0usize; 3];
+        for round in 0..300 {
+            let style = [Style::Prefix, Style::Suffix, Style::Crossing][round % 3];
+            let crossing = style == Style::Crossing;
+            let pieces = grown_model(&mut rng, style, round % 2 == 0);
+            let byte_fallback = round % 4 == 1;
+            let mut pieces = pieces;
+            if byte_fallback {
+                pieces.extend((0..=255u8).map(|b| Piece::new(byte_piece(b), 0.0, PieceKind::Byte)));
+            }
+            let model = BpeModel::from_sentencepiece(pieces, byte_fallback, "test").unwrap();
+            let c = model.chars.as_deref().unwrap();
+            assert!(c.exact.is_none());
+            splits[c.split as usize] += 1;
+            let reference = exact(&model);
+            for _ in 0..40 {
+                // Long texts too, past the stack loop's limit, when words are not cut.
+                let text = random_text(&mut rng, if crossing { 300 } else { 40 });
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                model.encode_piece(text.as_bytes(), &mut fast);
+                reference.encode_piece(text.as_bytes(), &mut slow);
+                assert_eq!(fast, slow, "round {round}, text {text:?}");
+            }
+        }
+        // Both the cut and the uncut walks ran.
+        assert!(splits.iter().all(|&n| n > 0), "{splits:?}");
+    }
+
+    #[test]
+    fn models_with_unused_pieces_or_orphan_characters_take_the_exact_port() {
+        let base = vec![
+            Piece::new("<unk>", 0.0, PieceKind::Unknown),
+            Piece::new("a", -10.0, PieceKind::Normal),
+            Piece::new("b", -10.0, PieceKind::Normal),
+        ];
+        let mut unused = base.clone();
+        unused.push(Piece::new("ab", -1.0, PieceKind::Unused));
+        let m = BpeModel::from_sentencepiece(unused, false, "t").unwrap();
+        assert!(m.chars.as_deref().unwrap().exact.is_some());
+        // An UNUSED piece is merged into and split back: "ab" comes out as "a", "b".
+        let mut out = Vec::new();
+        m.encode_piece("abz".as_bytes(), &mut out);
+        assert_eq!(out, [1, 2, 0]);
+        let mut orphan = base;
+        orphan.push(Piece::new("ax", -1.0, PieceKind::Normal));
+        let m = BpeModel::from_sentencepiece(orphan, false, "t").unwrap();
+        assert!(m.chars.as_deref().unwrap().exact.is_some());
     }
 }
