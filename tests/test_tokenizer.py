@@ -37,7 +37,10 @@ def test_missing_file_is_file_not_found_with_its_name(tmp_path: Path) -> None:
         (b"[1, 2]", "no `model`"),
         (b"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "vocabulary is empty"),
         (b"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "vocabulary is empty"),
-        (b"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}", "byte-level"),
+        # A ByteLevel pre-tokenizer makes it byte-level BPE, which needs the bytes (without one,
+        # this is BPE over characters, which HF loads too).
+        (b"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+         b"\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", "byte-level"),
     ],
 )
 def test_corrupt_tokenizer_json_raises_format_error_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:

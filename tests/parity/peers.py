@@ -90,3 +90,52 @@ def trained(name: str) -> bytes:
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, model_type="unigram",
                                    vocab_size=3000, num_threads=2, minloglevel=2, **TRAINED[name])
     return buf.getvalue()
+
+
+# -- sentencepiece BPE models trained here (issue 7: Llama-1/2 and Mistral style) -------------
+
+def _corpus_lines(corpus: str) -> list[str]:
+    text = CORPORA / "text"
+    english = (text / "botchan.txt").read_text(encoding="utf-8").splitlines()
+    japanese = (text / "wagahaiwa_nekodearu.txt").read_text(encoding="utf-8").splitlines()
+    chinese = [line for path in sorted((text / "zh_notes").glob("*.txt"))
+               for line in path.read_text(encoding="utf-8").splitlines()]
+    return {
+        "en": english + (text / "tinyshakespeare.txt").read_text(encoding="utf-8").splitlines(),
+        "ja": japanese,
+        "zh": chinese,
+        "mixed": english + japanese[:300] + chinese[:300],
+    }[corpus]
+
+
+BPE_TRAINED = {
+    # English, Japanese and Chinese at a few sizes, Llama's options (byte fallback, digits
+    # split), sentencepiece's default normalization (nmt_nfkc).
+    "en_bytes_1000": ("en", dict(vocab_size=1000, byte_fallback=True, split_digits=True)),
+    "ja_bytes_8000": ("ja", dict(vocab_size=8000, byte_fallback=True, split_digits=True)),
+    "zh_bytes_3000": ("zh", dict(vocab_size=3000, byte_fallback=True, split_digits=True)),
+    # User-defined pieces (matched whole, never merged) and an extra control symbol.
+    "mixed_user_defined": ("mixed", dict(vocab_size=4000, byte_fallback=True, split_digits=True,
+                                         user_defined_symbols=USER_DEFINED, control_symbols=["<ctl>"])),
+    # Llama's options: identity rules, spaces kept as they are, pieces of runs of spaces (▁▁),
+    # rare characters in bytes.
+    "llama_like": ("mixed", dict(vocab_size=4000, byte_fallback=True, split_digits=True,
+                                 normalization_rule_name="identity", remove_extra_whitespaces=False,
+                                 allow_whitespace_only_pieces=True, character_coverage=0.9995)),
+    # No byte fallback: characters outside the pieces are <unk>, runs of them one <unk>.
+    "unk_no_fallback": ("mixed", dict(vocab_size=2000, character_coverage=0.995)),
+    # Whitespace as a suffix (words end with ▁), and pieces across whitespace.
+    "suffix_identity": ("mixed", dict(vocab_size=3000, byte_fallback=True, treat_whitespace_as_suffix=True,
+                                      normalization_rule_name="identity")),
+    "across_whitespace": ("en", dict(vocab_size=2000, byte_fallback=True, split_by_whitespace=False)),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def trained_bpe(name: str) -> bytes:
+    """A BPE model sentencepiece trains here (see ``BPE_TRAINED``), as ``.model`` bytes."""
+    corpus, options = BPE_TRAINED[name]
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_corpus_lines(corpus)), model_writer=buf,
+                                   model_type="bpe", num_threads=2, minloglevel=2, **options)
+    return buf.getvalue()

@@ -361,16 +361,3 @@ def test_written_model_keeps_unknown_fields() -> None:
     back.ParseFromString(tok.sentencepiece_bytes())
     assert back.trainer_spec.seed_sentencepieces_file == "kept.txt"
     assert back.normalizer_spec.normalization_rule_tsv == "41\t61"
-
-
-def test_bpe_models_are_refused_with_a_clear_error(tmp_path: Path) -> None:
-    lines = (CORPORA / "text" / "botchan.txt").read_text(encoding="utf-8").splitlines()
-    buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, model_type="bpe",
-                                   vocab_size=500, minloglevel=2)
-    path = tmp_path / "bpe.model"
-    path.write_bytes(buf.getvalue())
-    with pytest.raises(tokpipe.FormatError, match="BPE models .* not supported yet"):
-        tokpipe.Tokenizer.from_sentencepiece(path)
-    with pytest.raises(tokpipe.FormatError, match="not supported yet"):
-        tokpipe.Tokenizer.from_file(path)

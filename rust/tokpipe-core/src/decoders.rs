@@ -9,7 +9,7 @@
 //!   `Replace`, `ByteFallback`, `Fuse`, `Strip`), applied to the list of token strings in turn.
 
 use crate::error::{Error, Result};
-use crate::models::unigram::{piece_byte, PieceKind, UnigramModel};
+use crate::models::unigram::{piece_byte, Piece, PieceKind};
 use crate::normalizers::sentencepiece::{SentencePieceNormalizer, SPACE_SYMBOL};
 use crate::normalizers::Replace;
 use crate::pre_tokenizers::PrependScheme;
@@ -33,18 +33,19 @@ pub struct SentencePieceDecoder {
 }
 
 impl SentencePieceDecoder {
-    /// The text of `ids`; `raw`: keep the bytes of `<0xNN>` pieces as they are instead of
-    /// decoding them, and skip the denormalizer (for `decode_bytes`).
-    pub fn decode(&self, model: &UnigramModel, ids: &[u32], raw: bool) -> Result<Vec<u8>> {
+    /// The text of `ids` of a model with these `pieces` (a sentencepiece model's, Unigram or
+    /// BPE); `raw`: keep the bytes of `<0xNN>` pieces as they are instead of decoding them, and
+    /// skip the denormalizer (for `decode_bytes`).
+    pub fn decode(&self, pieces: &[Piece], ids: &[u32], raw: bool) -> Result<Vec<u8>> {
         let mut text: Vec<u8> = Vec::with_capacity(ids.len() * 4);
         let mut pending: Vec<u8> = Vec::new();
         let mut is_bos_ws = true;
         let mut bos_ws_seen = false;
         for &id in ids {
-            let piece = model.piece(id).ok_or_else(|| {
+            let piece = pieces.get(id as usize).ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "token id {id} is not in the vocabulary (size {})",
-                    model.len()
+                    pieces.len()
                 ))
             })?;
             if piece.kind == PieceKind::Byte {

@@ -402,17 +402,19 @@ impl Tokenizer {
 
     fn encode_normalized(&self, text: &str, at_start: bool, out: &mut Vec<u32>) -> Result<()> {
         let model = match &self.model {
-            ModelWrapper::Bpe(model) => model,
+            ModelWrapper::Bpe(model) if model.is_byte_level() => model,
             ModelWrapper::WordPiece(model) => {
                 return self.pre.split(text, |word| model.encode_word(word, out));
             }
-            ModelWrapper::Unigram(model) => {
+            // sentencepiece-style models (Unigram, character-level BPE): the text whole, or the
+            // pieces of a pre-tokenizer that may rewrite it (Metaspace).
+            model => {
                 return match &self.pre {
                     PreTokenizer::Whole => {
-                        model.encode_into(text, out);
+                        model.encode_piece(text, out);
                         Ok(())
                     }
-                    pre => pre.for_each_piece(text, at_start, &mut |p| model.encode_into(p, out)),
+                    pre => pre.for_each_piece(text, at_start, &mut |p| model.encode_piece(p, out)),
                 };
             }
         };
@@ -502,7 +504,7 @@ impl Tokenizer {
     /// its text with byte pieces as raw bytes; HF's decoder steps give their text.
     pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
         match &self.decoder {
-            Decoder::SentencePiece(d) => return d.decode(self.unigram_for_decode()?, ids, true),
+            Decoder::SentencePiece(d) => return d.decode(self.spm_pieces_for_decode()?, ids, true),
             Decoder::Steps(steps) => return self.decode_steps(ids, steps).map(String::into_bytes),
             _ => {}
         }
@@ -529,7 +531,7 @@ impl Tokenizer {
                 return self.decode_wordpiece(ids, prefix, *cleanup)
             }
             Decoder::SentencePiece(d) => {
-                let bytes = d.decode(self.unigram_for_decode()?, ids, false)?;
+                let bytes = d.decode(self.spm_pieces_for_decode()?, ids, false)?;
                 return Ok(String::from_utf8(bytes)
                     .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()));
             }
@@ -561,9 +563,9 @@ enum Stretch<'t> {
 }
 
 impl Tokenizer {
-    fn unigram_for_decode(&self) -> Result<&crate::models::unigram::UnigramModel> {
-        self.model.as_unigram().ok_or_else(|| {
-            Error::InvalidArgument("the sentencepiece decoder needs a Unigram model".into())
+    fn spm_pieces_for_decode(&self) -> Result<&[crate::models::unigram::Piece]> {
+        self.model.spm_pieces().ok_or_else(|| {
+            Error::InvalidArgument("the sentencepiece decoder needs a sentencepiece model".into())
         })
     }
 

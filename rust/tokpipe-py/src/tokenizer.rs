@@ -399,15 +399,20 @@ impl PyTokenizer {
     }
 
     fn save_tiktoken(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        let model = self.inner.model().as_bpe().ok_or_else(|| {
-            to_py(Error::InvalidArgument(
-                "only a byte-level BPE tokenizer can be written as .tiktoken".into(),
-            ))
-        })?;
+        let model = self
+            .inner
+            .model()
+            .as_bpe()
+            .filter(|m| m.is_byte_level())
+            .ok_or_else(|| {
+                to_py(Error::InvalidArgument(
+                    "only a byte-level BPE tokenizer can be written as .tiktoken".into(),
+                ))
+            })?;
         py.detach(|| tiktoken::save(model, &path)).py()
     }
 
-    /// Writes a Unigram tokenizer as a sentencepiece `.model`.
+    /// Writes a Unigram or sentencepiece-style BPE tokenizer as a sentencepiece `.model`.
     fn save_sentencepiece(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         py.detach(|| sentencepiece::save(&self.inner, &path)).py()
     }

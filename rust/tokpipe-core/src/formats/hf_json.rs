@@ -1,8 +1,13 @@
-//! HF `tokenizer.json` for byte-level BPE, WordPiece (BERT) and Unigram (sentencepiece-style).
+//! HF `tokenizer.json` for byte-level BPE, WordPiece (BERT), Unigram (sentencepiece-style) and
+//! BPE over characters (Llama-1/2, Mistral).
 //!
 //! Read, byte-level BPE: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs,
 //! `ignore_merges`), normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel`
 //! (GPT-2 regex) or `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`.
+//! A `BPE` model without a `ByteLevel` pre-tokenizer is BPE over characters, as HF runs it
+//! (`unk_token`, `fuse_unk`, `byte_fallback`, `ignore_merges`; see [`crate::models::bpe`]),
+//! with the sentencepiece-style steps Unigram files use (Llama's `Prepend`/`Replace`
+//! normalizer, or its `Metaspace` pre-tokenizer; `ByteFallback`/`Fuse`/`Strip` decoders).
 //! WordPiece: model `WordPiece` (see [`crate::models::wordpiece::serialization`]), normalizer
 //! `BertNormalizer` (or none, or a normal form), pre-tokenizer `BertPreTokenizer`,
 //! post-processor `BertProcessing` or the `TemplateProcessing` `[CLS] $A [SEP]` HF writes for
@@ -46,6 +51,9 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
     let model_type = model.get("type").and_then(Value::as_str).unwrap_or("BPE");
     let added = parse_added_tokens(&root, source)?;
     match model_type {
+        "BPE" if !has_byte_level(root.get("pre_tokenizer").unwrap_or(&Value::Null)) => {
+            return char_bpe_from_json(&root, model, added, source)
+        }
         "BPE" => {}
         "WordPiece" => return wordpiece_from_json(&root, model, added, source),
         "Unigram" => return unigram_from_json(&root, model, added, source),
@@ -115,6 +123,20 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         vocab.push((bytes, id));
     }
 
+    let merges = parse_merges(model, &ids, source)?;
+    let model = BpeModel::from_merges(vocab, merges, ignore_merges, source)?;
+
+    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
+    let (pre, add_prefix_space) =
+        parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
+    Ok(Tokenizer::new(pre, model, added)?
+        .with_normalizer(normalizer)
+        .with_add_prefix_space(add_prefix_space))
+}
+
+/// `model.merges` as token-id pairs: `"left right"` strings or `["left", "right"]` pairs.
+fn parse_merges(model: &Value, ids: &HashMap<&str, u32>, source: &str) -> Result<Vec<(u32, u32)>> {
+    let bad = |msg: String| Error::format(source, msg);
     let merges_val = model
         .get("merges")
         .and_then(Value::as_array)
@@ -135,16 +157,97 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
                 )))
             }
         };
-        merges.push(super::gpt2::pair_ids(l, r, &ids, source)?);
+        merges.push(super::gpt2::pair_ids(l, r, ids, source)?);
     }
-    let model = BpeModel::from_merges(vocab, merges, ignore_merges, source)?;
+    Ok(merges)
+}
 
+/// Whether a pre-tokenizer is or holds HF's `ByteLevel` (byte-level BPE).
+fn has_byte_level(pre: &Value) -> bool {
+    match pre.get("type").and_then(Value::as_str) {
+        Some("ByteLevel") => true,
+        Some("Sequence") => pre
+            .get("pretokenizers")
+            .and_then(Value::as_array)
+            .is_some_and(|steps| steps.iter().any(has_byte_level)),
+        _ => false,
+    }
+}
+
+/// The rest of a file whose model is BPE over characters.
+fn char_bpe_from_json(
+    root: &Value,
+    model: &Value,
+    added: Vec<AddedToken>,
+    source: &str,
+) -> Result<Tokenizer> {
+    let bad = |msg: String| Error::format(source, msg);
+    for field in ["continuing_subword_prefix", "end_of_word_suffix"] {
+        if model
+            .get(field)
+            .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+        {
+            return Err(bad(format!(
+                "model.{field} is set; BPE with it is not supported"
+            )));
+        }
+    }
+    if model
+        .get("dropout")
+        .and_then(Value::as_f64)
+        .is_some_and(|d| d > 0.0)
+    {
+        return Err(bad(
+            "model.dropout > 0 is not supported (encoding would be random)".into(),
+        ));
+    }
+    let flag = |name: &str| model.get(name).and_then(Value::as_bool).unwrap_or(false);
+    let vocab_obj = model
+        .get("vocab")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("model.vocab is not an object".into()))?;
+    let mut vocab = Vec::with_capacity(vocab_obj.len());
+    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab_obj.len());
+    for (token, id) in vocab_obj {
+        let id = id
+            .as_u64()
+            .filter(|&id| id < u32::MAX as u64)
+            .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?
+            as u32;
+        ids.insert(token, id);
+        vocab.push((token.clone(), id));
+    }
+    let unk = match model.get("unk_token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(
+            *ids.get(t.as_str())
+                .ok_or_else(|| bad(format!("model.unk_token {t:?} is not in the vocabulary")))?,
+        ),
+        Some(other) => return Err(bad(format!("model.unk_token {other} is not a string"))),
+    };
+    let merges = parse_merges(model, &ids, source)?;
+    let model = BpeModel::from_hf_chars(
+        vocab,
+        merges,
+        unk,
+        flag("byte_fallback"),
+        flag("fuse_unk"),
+        flag("ignore_merges"),
+        source,
+    )?;
     let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
-    let (pre, add_prefix_space) =
-        parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
+    let pre = hf_components::parse_pre_tokenizer(
+        root.get("pre_tokenizer").unwrap_or(&Value::Null),
+        source,
+    )?;
+    let post =
+        hf_components::parse_template(root.get("post_processor").unwrap_or(&Value::Null), source)?;
+    let decoder =
+        hf_components::parse_decoder(root.get("decoder").unwrap_or(&Value::Null), source)?;
     Ok(Tokenizer::new(pre, model, added)?
         .with_normalizer(normalizer)
-        .with_add_prefix_space(add_prefix_space))
+        .with_post_processor(post)
+        .with_decoder(decoder))
 }
 
 /// `added_tokens`: matched as whole strings (for BPE their vocab entries are not byte-level
@@ -452,6 +555,7 @@ fn added_tokens_json(tok: &Tokenizer) -> Vec<Value> {
 /// The `tokenizer.json` text for `tok`.
 pub fn to_string(tok: &Tokenizer) -> Result<String> {
     let root = match tok.model() {
+        ModelWrapper::Bpe(model) if !model.is_byte_level() => char_bpe_to_json(tok, model)?,
         ModelWrapper::Bpe(model) => bpe_to_json(tok, model),
         ModelWrapper::WordPiece(model) => wordpiece_to_json(tok, model)?,
         ModelWrapper::Unigram(model) => unigram_to_json(tok, model)?,
@@ -499,23 +603,21 @@ fn post_processor_json(post: Option<&PostProcessor>) -> Value {
     }
 }
 
-fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
-    let post = post_processor_json(tok.post_processor());
-    let (pre, decoder) = match (tok.normalizer(), tok.decoder()) {
-        // A .model's tokenizer: sentencepiece's normalizer and decoder as HF's converters
-        // spell them.
+/// The pre-tokenizer and decoder of a sentencepiece-style tokenizer (Unigram, BPE over
+/// characters): a `.model`'s normalizer and decoder as HF's converters spell them, or the HF
+/// steps it was read with.
+fn spm_style_pre_and_decoder(tok: &Tokenizer, byte_fallback: bool) -> Result<(Value, Value)> {
+    Ok(match (tok.normalizer(), tok.decoder()) {
         (Some(Normalizer::SentencePiece(n)), _) => {
-            let user_defined: Vec<&str> = model
-                .pieces()
+            let user_defined: Vec<&str> = tok
+                .model()
+                .spm_pieces()
+                .unwrap_or_default()
                 .iter()
                 .filter(|p| p.kind == PieceKind::UserDefined)
                 .map(|p| p.text.as_str())
                 .collect();
-            hf_components::spm_pre_tokenizer_and_decoder_json(
-                n,
-                &user_defined,
-                model.byte_fallback(),
-            )?
+            hf_components::spm_pre_tokenizer_and_decoder_json(n, &user_defined, byte_fallback)?
         }
         (_, Decoder::Steps(steps)) => (
             hf_components::pre_tokenizer_json(tok.pre_tokenizer())?,
@@ -523,10 +625,65 @@ fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
         ),
         (_, other) => {
             return Err(Error::InvalidArgument(format!(
-                "a Unigram tokenizer with the decoder {other:?} cannot be written as tokenizer.json"
+                "a {} tokenizer with the decoder {other:?} cannot be written as tokenizer.json",
+                crate::models::Model::kind(tok.model())
             )))
         }
+    })
+}
+
+/// BPE over characters. A `.model`'s BPE is written as transformers'
+/// `SpmConverter.build_tokenizer_from_spm_proto` writes it: its merges ranked by score, the
+/// unknown piece as `unk_token` with `fuse_unk`, `ignore_merges` when it has user-defined
+/// pieces (which the pre-tokenizer isolates, so each is one word).
+fn char_bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Result<Value> {
+    let post = post_processor_json(tok.post_processor());
+    let (pre, decoder) = spm_style_pre_and_decoder(tok, model.byte_fallback())?;
+    let text =
+        |id: u32| String::from_utf8_lossy(model.token_bytes(id).unwrap_or_default()).into_owned();
+    let mut vocab = Map::with_capacity(model.len());
+    for (id, t) in model.tokens() {
+        vocab.insert(String::from_utf8_lossy(t).into_owned(), json!(id));
+    }
+    let merges: Vec<Value> = model
+        .merge_list()
+        .into_iter()
+        .map(|(l, r)| json!([text(l), text(r)]))
+        .collect();
+    let (fuse_unk, ignore_merges) = match model.spm_pieces() {
+        Some(pieces) => (
+            true,
+            pieces.iter().any(|p| p.kind == PieceKind::UserDefined),
+        ),
+        None => (model.fuse_unk(), model.ignore_merges()),
     };
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens_json(tok),
+        "normalizer": normalizer_json(tok.normalizer()),
+        "pre_tokenizer": pre,
+        "post_processor": post,
+        "decoder": decoder,
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": model.unk_id().map(text),
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": fuse_unk,
+            "byte_fallback": model.byte_fallback(),
+            "ignore_merges": ignore_merges,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }))
+}
+
+fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
+    let post = post_processor_json(tok.post_processor());
+    let (pre, decoder) = spm_style_pre_and_decoder(tok, model.byte_fallback())?;
     Ok(json!({
         "version": "1.0",
         "truncation": null,

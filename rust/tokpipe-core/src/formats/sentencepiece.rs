@@ -13,15 +13,17 @@
 //! loaded from an HF `tokenizer.json` is written with the pieces' types worked out from its
 //! added tokens and the normalizer spec worked out from its HF steps.
 //!
-//! `model_type: BPE` (and WORD, CHAR) models are read as far as the pieces and refused with an
-//! error that says so; BPE will be added next to Unigram here.
+//! `model_type: BPE` models read the same way into a character-level BPE model with
+//! sentencepiece's rules ([`crate::models::bpe`]), and are written back the same way. WORD and
+//! CHAR models are refused with an error that says so.
 
 use super::protobuf::{Field, RawMessage, WireValue};
 use super::write_atomic;
 use crate::decoders::{SentencePieceDecoder, DEFAULT_UNK_SURFACE};
 use crate::error::{Error, Result};
+use crate::models::bpe::BpeModel;
 use crate::models::unigram::{piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};
-use crate::models::Model;
+use crate::models::{Model, ModelWrapper};
 use crate::normalizers::replace::ReplacePattern;
 use crate::normalizers::{CharsMap, Normalizer, SentencePieceNormalizer};
 use crate::pre_tokenizers::{PreTokenizer, PrependScheme};
@@ -309,15 +311,12 @@ pub fn tokenizer_from_proto(proto: &ModelProto, source: &str) -> Result<Tokenize
     let bad = |msg: String| Error::format(source, msg);
     let trainer = &proto.trainer_spec;
     let spec_err = |e: String| bad(format!("trainer spec: {e}"));
-    match proto.model_type()? {
-        model_type::UNIGRAM => {}
-        model_type::BPE => return Err(bad(
-            "sentencepiece BPE models (model_type BPE) are not supported yet; Unigram models are"
-                .into(),
-        )),
+    let kind = proto.model_type()?;
+    match kind {
+        model_type::UNIGRAM | model_type::BPE => {}
         t => {
             return Err(bad(format!(
-                "sentencepiece model_type {t} ({}) is not supported; Unigram models are",
+                "sentencepiece model_type {t} ({}) is not supported; Unigram and BPE models are",
                 match t {
                     model_type::WORD => "WORD",
                     model_type::CHAR => "CHAR",
@@ -344,14 +343,7 @@ pub fn tokenizer_from_proto(proto: &ModelProto, source: &str) -> Result<Tokenize
     let byte_fallback = trainer
         .bool(field::BYTE_FALLBACK, false)
         .map_err(spec_err)?;
-    let mut model = UnigramModel::new(
-        pieces,
-        None,
-        byte_fallback,
-        Semantics::SentencePiece,
-        source,
-    )?;
-    model.spm_extras = Some(Arc::new(SpmExtras {
+    let extras = Arc::new(SpmExtras {
         trainer_spec: trainer.to_bytes(),
         self_test_data: proto.self_test_data.clone(),
         unknown: RawMessage {
@@ -378,15 +370,30 @@ pub fn tokenizer_from_proto(proto: &ModelProto, source: &str) -> Result<Tokenize
             .iter()
             .map(|p| (p.score.is_some(), p.kind.is_some()))
             .collect(),
-    }));
+    });
+    let model: ModelWrapper = if kind == model_type::BPE {
+        let mut model = BpeModel::from_sentencepiece(pieces, byte_fallback, source)?;
+        model.set_spm_extras(extras);
+        model.into()
+    } else {
+        let mut model = UnigramModel::new(
+            pieces,
+            None,
+            byte_fallback,
+            Semantics::SentencePiece,
+            source,
+        )?;
+        model.spm_extras = Some(extras);
+        model.into()
+    };
+    let model_pieces = model.spm_pieces().unwrap_or_default();
 
     let suffix = trainer
         .bool(field::TREAT_WHITESPACE_AS_SUFFIX, false)
         .map_err(spec_err)?;
     let normalizer = spm_normalizer(proto.normalizer_spec.as_ref(), suffix, source)?
         .with_user_defined(
-            model
-                .pieces()
+            model_pieces
                 .iter()
                 .filter(|p| p.kind == PieceKind::UserDefined)
                 .map(|p| p.text.as_str()),
@@ -416,15 +423,18 @@ pub fn tokenizer_from_proto(proto: &ModelProto, source: &str) -> Result<Tokenize
     spm_tokenizer(model, normalizer, decoder)
 }
 
-/// The tokenizer around a sentencepiece-semantics model: control pieces as special tokens,
-/// `<s> … </s>` on request (from the pieces sentencepiece's `bos_id()` / `eos_id()` find).
+/// The tokenizer around a sentencepiece-semantics model (Unigram or BPE): control pieces as
+/// special tokens, `<s> … </s>` on request (from the pieces sentencepiece's `bos_id()` /
+/// `eos_id()` find).
 pub fn spm_tokenizer(
-    model: UnigramModel,
+    model: impl Into<ModelWrapper>,
     normalizer: SentencePieceNormalizer,
     decoder: SentencePieceDecoder,
 ) -> Result<Tokenizer> {
+    let model: ModelWrapper = model.into();
     let specials: Vec<AddedToken> = model
-        .pieces()
+        .spm_pieces()
+        .unwrap_or_default()
         .iter()
         .enumerate()
         .filter(|(_, p)| p.kind == PieceKind::Control)
@@ -446,11 +456,10 @@ type NamedId = (String, u32);
 
 /// sentencepiece's `bos_id()` and `eos_id()`: the piece named by `bos_piece` / `eos_piece`
 /// (`<s>`, `</s>` by default) when it is a CONTROL piece.
-fn spm_bos_eos(model: &UnigramModel) -> (Option<NamedId>, Option<NamedId>) {
+fn spm_bos_eos(model: &ModelWrapper) -> (Option<NamedId>, Option<NamedId>) {
     let named = |n: u32, default: &str| -> String {
         model
-            .spm_extras
-            .as_ref()
+            .spm_extras()
             .and_then(|e| RawMessage::parse(&e.trainer_spec).ok())
             .and_then(|t| t.string(n).ok().flatten().map(str::to_string))
             .filter(|s| !s.is_empty())
@@ -458,7 +467,8 @@ fn spm_bos_eos(model: &UnigramModel) -> (Option<NamedId>, Option<NamedId>) {
     };
     let control = |name: String| {
         let id = model.token_to_id(&name)?;
-        (model.piece_kind(id) == Some(PieceKind::Control)).then_some((name, id))
+        let kind = model.spm_pieces()?.get(id as usize)?.kind;
+        (kind == PieceKind::Control).then_some((name, id))
     };
     (
         control(named(field::BOS_PIECE, "<s>")),
@@ -526,20 +536,15 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
             "this tokenizer cannot be written as a sentencepiece .model: {why}"
         ))
     };
-    let model = tok.model().as_unigram().ok_or_else(|| {
-        refuse(&format!(
-            "its model is {}, not Unigram",
-            Model::kind(tok.model())
-        ))
-    })?;
-    let extras = model.spm_extras.as_deref();
+    let model = spm_view(tok.model()).map_err(|why| refuse(&why))?;
+    let extras = model.extras;
 
     // Piece types: the model's own for a .model; for an HF file, from its added tokens.
-    let mut kinds: Vec<PieceKind> = model.pieces().iter().map(|p| p.kind).collect();
-    if model.semantics() == Semantics::HuggingFace {
+    let mut kinds: Vec<PieceKind> = model.pieces.iter().map(|p| p.kind).collect();
+    if model.semantics == Semantics::HuggingFace {
         for t in tok.added_tokens() {
             if let Some(k) = kinds.get_mut(t.id as usize) {
-                if model.pieces()[t.id as usize].text == t.content && *k == PieceKind::Normal {
+                if model.pieces[t.id as usize].text == t.content && *k == PieceKind::Normal {
                     *k = if t.special {
                         PieceKind::Control
                     } else {
@@ -548,8 +553,8 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
                 }
             }
         }
-        if model.byte_fallback() {
-            for (k, p) in kinds.iter_mut().zip(model.pieces()) {
+        if model.byte_fallback {
+            for (k, p) in kinds.iter_mut().zip(model.pieces.iter()) {
                 if *k == PieceKind::Normal && piece_byte(&p.text).is_some() {
                     *k = PieceKind::Byte;
                 }
@@ -557,8 +562,8 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
         }
     }
     let presence = extras.map(|e| &e.piece_presence);
-    let mut pieces = Vec::with_capacity(model.len());
-    for (id, (p, &kind)) in model.pieces().iter().zip(&kinds).enumerate() {
+    let mut pieces = Vec::with_capacity(model.pieces.len());
+    for (id, (p, &kind)) in model.pieces.iter().zip(&kinds).enumerate() {
         let (has_score, has_type) = presence.and_then(|v| v.get(id).copied()).unwrap_or((
             p.score != 0.0 || kind == PieceKind::Normal,
             kind != PieceKind::Normal,
@@ -593,28 +598,25 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
     let id_of = |kind: PieceKind, name: &str| {
         kinds
             .iter()
-            .zip(model.pieces())
+            .zip(model.pieces.iter())
             .position(|(&k, p)| k == kind && p.text == name)
             .map_or(-1, |i| i as i32)
     };
     if fresh {
-        trainer.set_int32(field::MODEL_TYPE, model_type::UNIGRAM);
-        trainer.set_int32(field::VOCAB_SIZE, model.len() as i32);
-        trainer.set_int32(field::UNK_ID, model.unk_id().map_or(-1, |u| u as i32));
+        trainer.set_int32(field::MODEL_TYPE, model.model_type);
+        trainer.set_int32(field::VOCAB_SIZE, model.pieces.len() as i32);
+        trainer.set_int32(field::UNK_ID, model.unk_id.map_or(-1, |u| u as i32));
         trainer.set_int32(field::BOS_ID, id_of(PieceKind::Control, "<s>"));
         trainer.set_int32(field::EOS_ID, id_of(PieceKind::Control, "</s>"));
         trainer.set_int32(field::PAD_ID, id_of(PieceKind::Control, "<pad>"));
-        if let Some(unk) = model.unk_id() {
-            trainer.set_bytes(
-                field::UNK_PIECE,
-                model.pieces()[unk as usize].text.as_bytes(),
-            );
+        if let Some(unk) = model.unk_id {
+            trainer.set_bytes(field::UNK_PIECE, model.pieces[unk as usize].text.as_bytes());
         }
     }
     set_if_changed(
         &mut trainer,
         field::BYTE_FALLBACK,
-        varint_bool(model.byte_fallback()),
+        varint_bool(model.byte_fallback),
         Some(&varint_bool(false)),
     );
     set_if_changed(
@@ -649,6 +651,99 @@ pub fn proto_from_tokenizer(tok: &Tokenizer) -> Result<ModelProto> {
             .map(|m| m.fields)
             .unwrap_or_default(),
     })
+}
+
+/// What the writer needs of a model: its pieces in id order, whose rules they follow, and the
+/// `model_type` to write.
+struct SpmView<'a> {
+    pieces: std::borrow::Cow<'a, [Piece]>,
+    semantics: Semantics,
+    unk_id: Option<u32>,
+    byte_fallback: bool,
+    model_type: i32,
+    extras: Option<&'a SpmExtras>,
+}
+
+/// The [`SpmView`] of a Unigram model, or of a character-level BPE model. The pieces of a BPE
+/// model read from an HF file score by their merge's rank (the first merge that makes a piece
+/// ranks it; pieces no merge makes score below every merge), so sentencepiece's highest score
+/// first is HF's lowest rank first; the unknown token is the UNKNOWN piece.
+fn spm_view(model: &ModelWrapper) -> std::result::Result<SpmView<'_>, String> {
+    match model {
+        ModelWrapper::Unigram(m) => Ok(SpmView {
+            pieces: std::borrow::Cow::Borrowed(m.pieces()),
+            semantics: m.semantics(),
+            unk_id: m.unk_id(),
+            byte_fallback: m.byte_fallback(),
+            model_type: model_type::UNIGRAM,
+            extras: m.spm_extras.as_deref(),
+        }),
+        ModelWrapper::Bpe(m) if !m.is_byte_level() => {
+            // HF's byte fallback finds byte tokens one by one; sentencepiece's needs all 256
+            // (Llama's converter sets the flag whether the model has them or not).
+            let all_bytes = (0..=255u8).all(|b| {
+                m.token_id(crate::models::unigram::byte_piece(b).as_bytes())
+                    .is_some()
+            });
+            let common = |pieces, semantics| SpmView {
+                pieces,
+                semantics,
+                unk_id: m.unk_id(),
+                byte_fallback: m.byte_fallback() && all_bytes,
+                model_type: model_type::BPE,
+                extras: m.spm_extras(),
+            };
+            if let Some(pieces) = m.spm_pieces() {
+                return Ok(common(
+                    std::borrow::Cow::Borrowed(pieces),
+                    Semantics::SentencePiece,
+                ));
+            }
+            let n = m.id_bound();
+            if m.len() != n {
+                return Err("its token ids have holes".into());
+            }
+            let merges = m.merge_list();
+            let mut first_rank: Vec<Option<usize>> = vec![None; n];
+            for (rank, &(l, r)) in merges.iter().enumerate() {
+                let joined = [
+                    m.token_bytes(l).unwrap_or_default(),
+                    m.token_bytes(r).unwrap_or_default(),
+                ]
+                .concat();
+                if let Some(id) = m.token_id(&joined) {
+                    first_rank[id as usize].get_or_insert(rank);
+                }
+            }
+            let pieces = m
+                .tokens()
+                .map(|(id, bytes)| {
+                    let text = String::from_utf8_lossy(bytes).into_owned();
+                    let score =
+                        -(first_rank[id as usize].unwrap_or(merges.len() + id as usize) as f64);
+                    let kind = if Some(id) == m.unk_id() {
+                        PieceKind::Unknown
+                    } else {
+                        PieceKind::Normal
+                    };
+                    Piece::new(text, score, kind)
+                })
+                .collect();
+            Ok(common(
+                std::borrow::Cow::Owned(pieces),
+                Semantics::HuggingFace,
+            ))
+        }
+        other => Err(format!(
+            "its model is {}{}, not Unigram or sentencepiece-style BPE",
+            if other.as_bpe().is_some() {
+                "byte-level "
+            } else {
+                ""
+            },
+            Model::kind(other)
+        )),
+    }
 }
 
 /// sentencepiece's normalizer equivalent to an HF normalizer and pre-tokenizer as HF's

@@ -96,6 +96,25 @@ impl ModelWrapper {
             _ => None,
         }
     }
+
+    /// The pieces (text, score, type) of a sentencepiece-style model: any Unigram model, and a
+    /// BPE model read from a sentencepiece `.model`.
+    pub fn spm_pieces(&self) -> Option<&[unigram::Piece]> {
+        match self {
+            ModelWrapper::Unigram(m) => Some(m.pieces()),
+            ModelWrapper::Bpe(m) => m.spm_pieces(),
+            ModelWrapper::WordPiece(_) => None,
+        }
+    }
+
+    /// What a sentencepiece `.model` held beyond the pieces, when the model was read from one.
+    pub(crate) fn spm_extras(&self) -> Option<&unigram::SpmExtras> {
+        match self {
+            ModelWrapper::Unigram(m) => m.spm_extras.as_deref(),
+            ModelWrapper::Bpe(m) => m.spm_extras(),
+            ModelWrapper::WordPiece(_) => None,
+        }
+    }
 }
 
 impl Model for ModelWrapper {

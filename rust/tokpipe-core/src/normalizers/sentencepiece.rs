@@ -43,12 +43,53 @@ pub struct SentencePieceNormalizer {
     pub(crate) spec: Option<Vec<u8>>,
 }
 
-/// The longest user-defined symbol at a position (sentencepiece's `PrefixMatcher`).
+/// The longest user-defined symbol at a position (sentencepiece's `PrefixMatcher`), which
+/// both its normalizer and its BPE model ask.
 #[derive(Clone, Debug)]
-struct UserDefined {
+pub(crate) struct UserDefined {
     matcher: AhoCorasick,
     /// Bytes a symbol starts with: elsewhere the matcher is not asked.
     first_bytes: [bool; 256],
+}
+
+impl UserDefined {
+    /// `None` without symbols (empty ones are left out).
+    pub(crate) fn new<'a>(symbols: impl IntoIterator<Item = &'a str>) -> Option<Self> {
+        let symbols: Vec<&str> = symbols.into_iter().filter(|s| !s.is_empty()).collect();
+        if symbols.is_empty() {
+            return None;
+        }
+        let mut first_bytes = [false; 256];
+        for s in &symbols {
+            first_bytes[s.as_bytes()[0] as usize] = true;
+        }
+        Some(UserDefined {
+            matcher: AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .start_kind(StartKind::Anchored)
+                .build(&symbols)
+                .expect("a few literal strings always build"),
+            first_bytes,
+        })
+    }
+
+    /// Whether some symbol starts with this byte.
+    #[inline(always)]
+    pub(crate) fn may_start(&self, byte: u8) -> bool {
+        self.first_bytes[byte as usize]
+    }
+
+    /// The longest symbol `text` starts with: its length and its index among the symbols
+    /// given to [`UserDefined::new`] (empty ones not counted).
+    #[inline]
+    pub(crate) fn longest_prefix(&self, text: &str) -> Option<(usize, usize)> {
+        if !self.may_start(*text.as_bytes().first()?) {
+            return None;
+        }
+        self.matcher
+            .find(Input::new(text).anchored(Anchored::Yes))
+            .map(|m| (m.end(), m.pattern().as_usize()))
+    }
 }
 
 impl SentencePieceNormalizer {
@@ -106,23 +147,7 @@ impl SentencePieceNormalizer {
     /// Sets the user-defined symbols copied through unnormalized (the model's USER_DEFINED
     /// pieces).
     pub fn with_user_defined<'a>(mut self, symbols: impl IntoIterator<Item = &'a str>) -> Self {
-        let symbols: Vec<&str> = symbols.into_iter().filter(|s| !s.is_empty()).collect();
-        self.user_defined = if symbols.is_empty() {
-            None
-        } else {
-            let mut first_bytes = [false; 256];
-            for s in &symbols {
-                first_bytes[s.as_bytes()[0] as usize] = true;
-            }
-            Some(UserDefined {
-                matcher: AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .start_kind(StartKind::Anchored)
-                    .build(&symbols)
-                    .expect("a few literal strings always build"),
-                first_bytes,
-            })
-        };
+        self.user_defined = UserDefined::new(symbols);
         self.refresh_tables();
         self
     }
@@ -141,13 +166,12 @@ impl SentencePieceNormalizer {
     #[inline]
     fn prefix<'a>(&'a self, rest: &'a str) -> (&'a str, usize) {
         let bytes = rest.as_bytes();
-        if let Some(ud) = &self.user_defined {
-            if ud.first_bytes[bytes[0] as usize] {
-                let input = Input::new(rest).anchored(Anchored::Yes);
-                if let Some(m) = ud.matcher.find(input) {
-                    return (&rest[..m.end()], m.end());
-                }
-            }
+        if let Some((len, _)) = self
+            .user_defined
+            .as_ref()
+            .and_then(|u| u.longest_prefix(rest))
+        {
+            return (&rest[..len], len);
         }
         if let Some((len, replacement)) = self
             .charsmap
@@ -161,11 +185,7 @@ impl SentencePieceNormalizer {
     }
 
     fn refresh_tables(&mut self) {
-        let starts_symbol = |b: u8| {
-            self.user_defined
-                .as_ref()
-                .is_some_and(|u| u.first_bytes[b as usize])
-        };
+        let starts_symbol = |b: u8| self.user_defined.as_ref().is_some_and(|u| u.may_start(b));
         let mut ascii = Vec::with_capacity(128);
         let mut ascii_next = Vec::with_capacity(128);
         let mut ascii_self = [false; 128];
@@ -247,10 +267,7 @@ impl SentencePieceNormalizer {
             }
             return self.prefix(rest);
         }
-        let symbol = self
-            .user_defined
-            .as_ref()
-            .is_some_and(|u| u.first_bytes[b as usize]);
+        let symbol = self.user_defined.as_ref().is_some_and(|u| u.may_start(b));
         if let (Some(map), false) = (&self.charsmap, symbol) {
             let len = utf8_len(b);
             if len <= 3 {

@@ -1,5 +1,7 @@
-//! Byte-level BPE: the encoder ([`BpeModel`]) and the trainer ([`BpeTrainer`]).
+//! BPE: the encoder ([`BpeModel`]: byte-level, and character-level for sentencepiece and HF's
+//! Llama-style files) and the byte-level trainer ([`BpeTrainer`]).
 
+mod chars;
 mod model;
 pub mod trainer;
 

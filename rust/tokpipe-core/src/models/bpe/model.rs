@@ -17,6 +17,9 @@
 //! merging ("atomic" tokens). Under tiktoken ranks every token is atomic by definition; under
 //! listed merges we check each token once at load time. Most pieces of real text are whole
 //! tokens, so this lookup is the common path.
+//!
+//! The same model, with a character alphabet instead of bytes, is sentencepiece's BPE and HF's
+//! BPE over characters (Llama-1/2, Mistral): see [`super::chars`].
 
 use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
@@ -30,34 +33,39 @@ pub enum MergeRule {
     /// tiktoken's rank semantics (any split, priority = rank of the result, pieces that are
     /// tokens are returned whole).
     Ranks,
+    /// sentencepiece's BPE: any split whose halves are pieces, priority = the rank of the
+    /// result's score (equal scores, equal priority: the leftmost pair goes first).
+    Scores,
 }
 
 /// Pieces up to this many bytes use the simple quadratic loop (fast for short pieces); longer
 /// ones use the heap, which keeps 1 MB pieces at O(n log n).
-const SHORT_PIECE: usize = 96;
+pub(super) const SHORT_PIECE: usize = 96;
 
 /// `byte_ids` entry of a byte the vocabulary lacks.
-const NO_TOKEN: u32 = u32::MAX;
+pub(super) const NO_TOKEN: u32 = u32::MAX;
 
 #[derive(Clone, Debug)]
 pub struct BpeModel {
     /// id -> token bytes; `None` for ids that are not ordinary tokens (holes, special tokens).
-    tokens: Vec<Option<Box<[u8]>>>,
-    token_to_id: FxHashMap<Box<[u8]>, u32>,
-    byte_ids: [u32; 256],
+    pub(super) tokens: Vec<Option<Box<[u8]>>>,
+    pub(super) token_to_id: FxHashMap<Box<[u8]>, u32>,
+    pub(super) byte_ids: [u32; 256],
     /// (left, right) -> (priority, merged id), keyed as `left << 32 | right`.
-    merges: FxHashMap<u64, (u32, u32)>,
+    pub(super) merges: FxHashMap<u64, (u32, u32)>,
     /// Listed merges in priority order (only kept for `MergeRule::Listed`, for saving).
-    merge_list: Vec<(u32, u32)>,
+    pub(super) merge_list: Vec<(u32, u32)>,
     /// Whether looking a whole piece up gives the same ids as merging it.
-    atomic: Vec<bool>,
-    rule: MergeRule,
+    pub(super) atomic: Vec<bool>,
+    pub(super) rule: MergeRule,
     /// A piece that is a token is returned whole (tiktoken; HF `ignore_merges`).
-    ignore_merges: bool,
+    pub(super) ignore_merges: bool,
+    /// The character alphabet of a character-level model; `None` for byte-level BPE.
+    pub(super) chars: Option<Box<super::chars::CharLevel>>,
 }
 
 #[inline]
-fn pair_key(left: u32, right: u32) -> u64 {
+pub(super) fn pair_key(left: u32, right: u32) -> u64 {
     ((left as u64) << 32) | right as u64
 }
 
@@ -87,6 +95,7 @@ impl BpeModel {
             atomic,
             rule: MergeRule::Ranks,
             ignore_merges: true,
+            chars: None,
         })
     }
 
@@ -132,6 +141,7 @@ impl BpeModel {
             merge_list,
             rule: MergeRule::Listed,
             ignore_merges,
+            chars: None,
         };
         if ignore_merges {
             model.atomic = model.tokens.iter().map(Option::is_some).collect();
@@ -219,6 +229,11 @@ impl BpeModel {
         self.rule
     }
 
+    /// Whether the alphabet is the 256 bytes (GPT-2, tiktoken) rather than characters.
+    pub fn is_byte_level(&self) -> bool {
+        self.chars.is_none()
+    }
+
     /// Whether a piece that is itself a token is returned whole without merging.
     pub fn ignore_merges(&self) -> bool {
         self.ignore_merges
@@ -259,6 +274,7 @@ impl BpeModel {
     pub fn merge_list(&self) -> Vec<(u32, u32)> {
         match self.rule {
             MergeRule::Listed => self.merge_list.clone(),
+            MergeRule::Scores => self.scored_merge_list(),
             MergeRule::Ranks => {
                 let mut all: Vec<(u32, u32, u32)> = self
                     .merges
@@ -271,9 +287,12 @@ impl BpeModel {
         }
     }
 
-    /// Appends the ids of one piece to `out`.
+    /// Appends the ids of one piece to `out` (for a character-level model, `piece` is text).
     #[inline]
     pub fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
+        if let Some(chars) = &self.chars {
+            return self.encode_chars(chars, piece, out);
+        }
         if piece.len() == 1 {
             let id = self.byte_ids[piece[0] as usize];
             if id != NO_TOKEN {
@@ -291,7 +310,7 @@ impl BpeModel {
     }
 
     #[inline]
-    fn merge_of(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+    pub(super) fn merge_of(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         self.merges.get(&pair_key(left, right)).copied()
     }
 
@@ -307,21 +326,24 @@ impl BpeModel {
             }
             self.merge_short(&mut syms, n, out)
         } else {
-            self.merge_long(
-                piece
-                    .iter()
-                    .map(byte_id)
-                    .filter(|&id| id != NO_TOKEN)
-                    .collect(),
-                out,
-            )
+            let mut syms: Vec<u32> = piece
+                .iter()
+                .map(byte_id)
+                .filter(|&id| id != NO_TOKEN)
+                .collect();
+            self.merge_long(&mut syms, out)
         }
     }
 
     /// Quadratic in the piece length but with tiny constants, and no allocation: the first
     /// `n` symbols, and the priority and result of the pair starting at each, in stack arrays
     /// (most pieces are words of a few bytes, where a heap would cost more than it saves).
-    fn merge_short(&self, syms: &mut [u32; SHORT_PIECE], mut n: usize, out: &mut Vec<u32>) {
+    pub(super) fn merge_short(
+        &self,
+        syms: &mut [u32; SHORT_PIECE],
+        mut n: usize,
+        out: &mut Vec<u32>,
+    ) {
         let mut prio = [u32::MAX; SHORT_PIECE];
         let mut merged = [0u32; SHORT_PIECE];
         let pair = |syms: &[u32; SHORT_PIECE], i: usize| {
@@ -358,7 +380,7 @@ impl BpeModel {
 
     /// O(n log n): symbols in a doubly linked list over the byte positions, candidate merges
     /// in a min-heap keyed by (priority, position); stale heap entries are skipped on pop.
-    fn merge_long(&self, mut syms: Vec<u32>, out: &mut Vec<u32>) {
+    pub(super) fn merge_long(&self, syms: &mut [u32], out: &mut Vec<u32>) {
         let n = syms.len();
         if n == 0 {
             return;
@@ -418,13 +440,22 @@ impl crate::models::Model for BpeModel {
     fn id_bound(&self) -> usize {
         BpeModel::id_bound(self)
     }
-    /// Byte-level text (`"Ġthe"`), as HF files spell tokens.
+    /// Byte-level text (`"Ġthe"`), as HF files spell tokens; a character-level model's tokens
+    /// as they are.
     fn id_to_token(&self, id: u32) -> Option<std::borrow::Cow<'_, str>> {
-        BpeModel::token_bytes(self, id)
-            .map(|b| std::borrow::Cow::Owned(crate::pre_tokenizers::byte_level::encode(b)))
+        let bytes = BpeModel::token_bytes(self, id)?;
+        Some(match self.chars {
+            Some(_) => std::borrow::Cow::Borrowed(std::str::from_utf8(bytes).ok()?),
+            None => std::borrow::Cow::Owned(crate::pre_tokenizers::byte_level::encode(bytes)),
+        })
     }
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        crate::pre_tokenizers::byte_level::decode(token).and_then(|b| self.token_id(&b))
+        match self.chars {
+            Some(_) => self.token_id(token.as_bytes()),
+            None => {
+                crate::pre_tokenizers::byte_level::decode(token).and_then(|b| self.token_id(&b))
+            }
+        }
     }
     fn token_bytes(&self, id: u32) -> Option<&[u8]> {
         BpeModel::token_bytes(self, id)
@@ -453,11 +484,11 @@ mod tests {
         let text: Vec<u8> = b"abcaabcaaaabbcaaaaaaaaabc".repeat(20);
         for len in 0..=SHORT_PIECE {
             let (mut a, mut b) = (Vec::new(), Vec::new());
-            let syms: Vec<u32> = text[..len].iter().map(|&b| b as u32).collect();
+            let mut syms: Vec<u32> = text[..len].iter().map(|&b| b as u32).collect();
             let mut stack = [0u32; SHORT_PIECE];
             stack[..len].copy_from_slice(&syms);
             model.merge_short(&mut stack, len, &mut a);
-            model.merge_long(syms, &mut b);
+            model.merge_long(&mut syms, &mut b);
             assert_eq!(a, b, "length {len}");
         }
     }

@@ -9,4 +9,5 @@ pub mod serialization;
 pub mod trainer;
 mod trie;
 
+pub(crate) use model::index_spm_pieces;
 pub use model::{byte_piece, piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};

@@ -42,6 +42,106 @@ pub(crate) fn user_defined_score(length: usize) -> f32 {
     (0.1 * (length as f64 - 1.0)) as f32
 }
 
+/// What sentencepiece's `InitializePieces` makes of a `.model`'s pieces, for every model type:
+/// the `PieceToId` map (a reserved piece, CONTROL, UNKNOWN or BYTE, shadows a NORMAL,
+/// USER_DEFINED or UNUSED one of the same text), the UNKNOWN piece ([`NONE`] when there is
+/// none, which only `byte_fallback` allows) and the `<0xNN>` piece of each byte.
+pub(crate) struct SpmIndex {
+    pub vocab: FxHashMap<Box<str>, u32>,
+    pub unk: u32,
+    pub byte_ids: Box<[u32; 256]>,
+}
+
+/// [`SpmIndex`] of `pieces` in id order, with sentencepiece's checks (see [`UnigramModel::new`]).
+pub(crate) fn index_spm_pieces(
+    pieces: &[Piece],
+    byte_fallback: bool,
+    source: &str,
+) -> Result<SpmIndex> {
+    let bad = |msg: String| Error::format(source, msg);
+    let mut vocab: FxHashMap<Box<str>, u32> = FxHashMap::default();
+    let mut byte_ids = Box::new([NONE; 256]);
+    let mut unk = None;
+    let mut reserved: FxHashMap<&str, u32> = FxHashMap::default();
+    for (id, p) in pieces.iter().enumerate() {
+        let id = id as u32;
+        if p.text.is_empty() {
+            return Err(bad(format!("piece {id} is empty")));
+        }
+        if p.text.len() >= MAX_PIECE_BYTES {
+            return Err(bad(format!(
+                "piece {id} is too long ({} bytes)",
+                p.text.len()
+            )));
+        }
+        if !p.score.is_finite() {
+            return Err(bad(format!(
+                "piece {id} {:?} has score {}",
+                p.text, p.score
+            )));
+        }
+        if p.text == "\0" && p.kind == PieceKind::Unused {
+            continue;
+        }
+        if p.text.contains('\0') {
+            return Err(bad(format!(
+                "piece {id} {:?} holds a NUL character",
+                p.text
+            )));
+        }
+        let normal = matches!(
+            p.kind,
+            PieceKind::Normal | PieceKind::UserDefined | PieceKind::Unused
+        );
+        let clash = if normal {
+            vocab.insert(p.text.as_str().into(), id).is_some()
+        } else {
+            reserved.insert(&p.text, id).is_some()
+        };
+        if clash {
+            return Err(bad(format!("piece {:?} is defined twice", p.text)));
+        }
+        match p.kind {
+            PieceKind::Unknown if unk.is_some() => {
+                return Err(bad("more than one UNKNOWN piece".into()))
+            }
+            PieceKind::Unknown => unk = Some(id),
+            PieceKind::Byte => {
+                if !byte_fallback {
+                    return Err(bad(format!(
+                        "byte piece {:?} found although byte_fallback is false",
+                        p.text
+                    )));
+                }
+                let b = piece_byte(&p.text)
+                    .ok_or_else(|| bad(format!("byte piece {:?} is not <0x00>..<0xFF>", p.text)))?;
+                byte_ids[b as usize] = id;
+            }
+            _ => {}
+        }
+    }
+    if byte_fallback && byte_ids.contains(&NONE) {
+        return Err(bad(
+            "byte_fallback is true but not all 256 byte pieces are defined".into(),
+        ));
+    }
+    for (text, id) in reserved {
+        vocab.insert(text.into(), id);
+    }
+    // With byte_fallback an unknown character is always spelled in bytes, so the
+    // model needs no unknown piece.
+    let unk = match unk {
+        Some(unk) => unk,
+        None if byte_fallback => NONE,
+        None => return Err(bad("no UNKNOWN piece (<unk>) is defined".into())),
+    };
+    Ok(SpmIndex {
+        vocab,
+        unk,
+        byte_ids,
+    })
+}
+
 /// A piece's type in a sentencepiece model (`ModelProto.SentencePiece.Type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PieceKind {
@@ -256,81 +356,9 @@ impl UnigramModel {
         let mut byte_ids = Box::new([NONE; 256]);
         let unk_id = match semantics {
             Semantics::SentencePiece => {
-                let mut unk = None;
-                let mut reserved: FxHashMap<&str, u32> = FxHashMap::default();
-                for (id, p) in pieces.iter().enumerate() {
-                    let id = id as u32;
-                    if p.text.is_empty() {
-                        return Err(bad(format!("piece {id} is empty")));
-                    }
-                    if p.text.len() >= MAX_PIECE_BYTES {
-                        return Err(bad(format!(
-                            "piece {id} is too long ({} bytes)",
-                            p.text.len()
-                        )));
-                    }
-                    if !p.score.is_finite() {
-                        return Err(bad(format!(
-                            "piece {id} {:?} has score {}",
-                            p.text, p.score
-                        )));
-                    }
-                    if p.text == "\0" && p.kind == PieceKind::Unused {
-                        continue;
-                    }
-                    if p.text.contains('\0') {
-                        return Err(bad(format!(
-                            "piece {id} {:?} holds a NUL character",
-                            p.text
-                        )));
-                    }
-                    let normal = matches!(
-                        p.kind,
-                        PieceKind::Normal | PieceKind::UserDefined | PieceKind::Unused
-                    );
-                    let clash = if normal {
-                        vocab.insert(p.text.as_str().into(), id).is_some()
-                    } else {
-                        reserved.insert(&p.text, id).is_some()
-                    };
-                    if clash {
-                        return Err(bad(format!("piece {:?} is defined twice", p.text)));
-                    }
-                    match p.kind {
-                        PieceKind::Unknown if unk.is_some() => {
-                            return Err(bad("more than one UNKNOWN piece".into()))
-                        }
-                        PieceKind::Unknown => unk = Some(id),
-                        PieceKind::Byte => {
-                            if !byte_fallback {
-                                return Err(bad(format!(
-                                    "byte piece {:?} found although byte_fallback is false",
-                                    p.text
-                                )));
-                            }
-                            let b = piece_byte(&p.text).ok_or_else(|| {
-                                bad(format!("byte piece {:?} is not <0x00>..<0xFF>", p.text))
-                            })?;
-                            byte_ids[b as usize] = id;
-                        }
-                        _ => {}
-                    }
-                }
-                if byte_fallback && byte_ids.contains(&NONE) {
-                    return Err(bad(
-                        "byte_fallback is true but not all 256 byte pieces are defined".into(),
-                    ));
-                }
-                for (text, id) in reserved {
-                    vocab.insert(text.into(), id);
-                }
-                // With byte_fallback an unknown character is always spelled in bytes, so the
-                // model needs no unknown piece.
-                let unk = match unk {
-                    Some(unk) => unk,
-                    None if byte_fallback => NONE,
-                    None => return Err(bad("no UNKNOWN piece (<unk>) is defined".into())),
-                };
+                let index = index_spm_pieces(&pieces, byte_fallback, source)?;
+                (vocab, byte_ids) = (index.vocab, index.byte_ids);
+                let unk = index.unk;
                 if unk_id.is_some_and(|given| given != unk) {
                     return Err(bad(format!(
                         "unk_id {} is not the UNKNOWN piece {unk}",
