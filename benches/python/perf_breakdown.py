@@ -8,9 +8,9 @@ thread and child process) over the command, samples bucketed by symbol.
 
 Buckets (first match wins, by symbol or library): token encoding (tokpipe's BPE, its
 pre-tokenizer and the byte comparisons of its vocabulary lookups), JSON parsing (the JSONL fast
-path), zstd, the rest of Parquet, kernel time copying written data into the page cache, kernel
-time reading files, page faults (and zeroing fresh pages), memcpy/memset, the Python
-interpreter, numpy, the rest. CPU-s = share of samples x the command's CPU time (getrusage).
+path), the shuffle's reads and gathers, tokpipe's writer of packed rows, zstd, the rest of
+Parquet, kernel time copying written data into the page cache, kernel time reading files, page
+faults (and zeroing fresh pages), memcpy/memset, the Python interpreter, numpy, the rest. CPU-s = share of samples x the command's CPU time (getrusage).
 Needs ``perf`` with access to kernel symbols (run as root, or perf_event_paranoid <= 1).
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ BUCKETS = [
                        r"tokpipe_core::text::encode|__memcmp"),
     ("JSON parsing (Rust)", r"serde_json|tokpipe_core::jsonl|core::str::converts::from_utf8|memchr::"),
     ("shuffle gathers (Rust)", r"tokpipe_core::tokens"),
+    ("Parquet packed rows (Rust)", r"tokpipe_core::packed_parquet"),
     ("zstd", r"ZSTD|HUF_|FSE_|HIST_"),
     ("Parquet encoding", r"libparquet"),
     ("Arrow (other)", r"libarrow"),

@@ -284,3 +284,20 @@ def parse_jsonl_block(
 # Rows (pieces[i], rows[i]) of list columns given as (int64 offsets, values `width` bytes wide),
 # in that order (tokpipe_core::tokens): (int64 offsets from 0, values).
 def gather_lists(sources: list[tuple[Any, Any]], width: int, pieces: Any, rows: Any) -> tuple[OwnedBuffer, OwnedBuffer]: ...
+
+class StagedFiles:
+    """Files opened once and read by byte ranges (tokpipe_core::tokens::StagedFiles)."""
+    def __init__(self, paths: list[str]) -> None: ...
+    # The ranges (files[i], starts[i], lengths[i]) (int64 arrays, bytes) back to back, as
+    # `width`-byte ids (2 or 4); a file shorter than a range raises OSError naming it.
+    def read(self, files: Any, starts: Any, lengths: Any, width: int) -> OwnedBuffer: ...
+
+class PackedParquetWriter:
+    """Packed token rows to one Parquet file (tokpipe_core::packed_parquet): columns
+    input_ids (list<uint16|uint32>, `width` ids a row) and length (int32)."""
+    def __init__(self, path: str, width: int, id_bits: int, compression: str = "zstd", level: int = 1,
+                 created_by: str = "tokpipe") -> None: ...
+    # One row group: `ids` the rows back to back (uint16 or uint32, as `id_bits`), `lengths`
+    # (int32) the real tokens of each row.
+    def write(self, ids: Any, lengths: Any) -> None: ...
+    def close(self) -> None: ...

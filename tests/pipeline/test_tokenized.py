@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,7 @@ from tests.parity.peers import tiktoken_encoding
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.engines import RunOptions
 from tokpipe.pipeline.readers import ReaderOptions
+from tokpipe.pipeline import tokenized
 from tokpipe.pipeline.tokenized import TokenizeOptions, tokenize_corpus
 
 GPT2 = str(VOCAB / "gpt2_encoder.json")
@@ -231,19 +234,36 @@ def test_validation_split_follows_the_hash_rule(corpus: Path, tmp_path: Path, re
     assert got_train == [d for d in order if d[0] not in val]
 
 
-def test_same_output_for_1_and_2_workers_reruns_and_spilled_buckets(corpus: Path, tmp_path: Path) -> None:
-    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=3, val_fraction=0.1)
-    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+@pytest.mark.parametrize("pack", [False, True])
+def test_same_output_for_1_and_2_workers_reruns_and_spilled_buckets(corpus: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch, pack: bool) -> None:
+    """The shuffle's three ways give the same files: in place in one pass, in place key range
+    by key range (a small shuffle buffer), and spilled to key-range buckets on disk (what
+    staging too large for the page cache takes)."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=3, val_fraction=0.1, seq_len=50 if pack else None,
+                              pack=pack)
+    a, b, c, d = tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "d"
     tokenize_corpus([str(corpus)], a, options, run_options(1))
     tokenize_corpus([str(corpus)], b, options, run_options(2))
-    # A shuffle buffer far smaller than the corpus: many buckets spilled to disk.
-    small = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=3, val_fraction=0.1, shuffle_buffer=20_000)
+    # A shuffle buffer far smaller than the corpus: many key ranges.
+    small = replace(options, shuffle_buffer=20_000)
     result = tokenize_corpus([str(corpus)], c, small, run_options(2))
     assert digest(a) == digest(b) == digest(c)
     assert len(digest(a)) == 9  # errors.jsonl; train and val: shard, documents, .bin, .idx
     rerun = tokenize_corpus([str(corpus)], c, small, run_options(2))
     assert rerun.tasks_run == 0 and digest(c) == digest(a)
     assert result.manifest["totals"] == rerun.manifest["totals"]
+    spilled: list[Path] = []
+    original = tokenized._write_shuffled_spilling
+
+    def spilling(*args: object, **kwargs: object) -> None:
+        spilled.append(args[6])  # type: ignore[arg-type]  # the scratch folder
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tokenized, "_page_cache_budget", lambda: 0)
+    monkeypatch.setattr(tokenized, "_write_shuffled_spilling", spilling)
+    tokenize_corpus([str(corpus)], d, small, run_options(2))
+    assert spilled and digest(d) == digest(a)
 
 
 def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: Path) -> None:
@@ -260,6 +280,28 @@ def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: P
     resumed = tokenize_corpus([str(corpus)], out, options, run_options(2))
     assert resumed.tasks_run == len(markers[1::2]) < first.tasks_run
     assert digest(out) == digest(reference)
+
+
+def test_damaged_staging_is_found_and_its_task_redone(corpus: Path, tmp_path: Path) -> None:
+    """What a power loss can leave (staging is not fsynced): a task's marker whose staging
+    file came back short, one whose file came back zero-filled, a marker cut to nothing. The
+    rerun redoes exactly those tasks, and the output is the uninterrupted run's."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=2)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    tokenize_corpus([str(corpus)], reference, options, run_options(1))
+    tokenize_corpus([str(corpus)], out, options, run_options(1))
+    seg = out / ".tokpipe" / "seg0"
+    staged = sorted((seg / "kept").glob("part-*.arrow"))
+    assert len(staged) > 4
+    with open(staged[1], "r+b") as f:
+        f.truncate(os.path.getsize(staged[1]) // 2)
+    with open(staged[3], "r+b") as f:
+        f.write(bytes(os.path.getsize(staged[3])))
+    (seg / "000002.json").write_bytes(b"")
+    resumed = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    assert resumed.tasks_run == 3
+    assert digest(out) == digest(reference)
+    assert resumed.manifest["totals"] == json.loads((reference / "manifest.json").read_text())["totals"]
 
 
 def test_a_clean_output_folder_is_an_input(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:

@@ -50,7 +50,9 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
               help="Encoding threads per worker [default: the cores divided by --workers].")
 @click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
 @click.option("--shuffle-buffer", default="256MB", show_default=True,
-              help="Token ids the shuffle holds in memory at once; more spills to sorted buckets on disk.")
+              help="Memory the shuffle holds at once (its index of documents, about 64 bytes each, or, "
+                   "for staging larger than half the memory, token ids); past it, it works key range by "
+                   "key range.")
 @click.option("--task-size", default="16MB", show_default=True,
               help="Split big .jsonl (and line-split .txt) files into tasks of about this size (smaller than "
                    "clean's: the workers then read one task while encoding another).")

@@ -15,20 +15,30 @@ Two phases.
        split = val  when  splitmix64(key ^ C) / 2**64 < val_fraction,  else train
 
    The output is the documents sorted by ``key``: a uniform, seeded permutation, the same
-   for any number of workers. It is computed without holding the corpus: documents are
-   scattered by key range into B buckets (temporary Arrow files; B is chosen so a bucket's
-   ids fit ``shuffle_buffer`` bytes), then each bucket, in key order, is read, sorted and
-   written out. With B = 1 nothing is copied before the final gather: the bucket is the
-   staged files themselves. Every gather copies a document's ids once
-   (``tokpipe_core::tokens``). Without shuffling, documents are written in input order, and
-   while phase 1 still runs: a thread takes each task's staged documents as soon as that
-   task and all before it are done.
+   for any number of workers. It is computed without holding the corpus. When the staged
+   ids fit in the page cache (half the machine's memory), an index of the documents (key,
+   staged file, byte range: about 64 bytes a document) is sorted by key and each run of
+   documents is read from the staged files in that order, straight into the buffer the
+   writers take (``tokpipe_core::tokens::StagedFiles``): no copy on disk, no memory map of
+   the whole staging; past ``shuffle_buffer`` bytes of index this goes key range by key
+   range. Larger staging is scattered by key range into B buckets (temporary Arrow files,
+   written and read sequentially; B is chosen so a bucket's ids fit ``shuffle_buffer``),
+   then each bucket is sorted and written out. Every gather copies a document's ids once.
+   Without shuffling, documents are written in input order, and while phase 1 still runs:
+   a thread takes each task's staged documents as soon as that task and all before it are
+   done.
+
+   Staging files and task markers are not fsynced: a killed process resumes exactly, and
+   after a power loss a task whose staging files came back short, empty or zero-filled
+   (the marker records each file's size) is found on resume and redone
+   (``engines.local._committed``).
 
 Outputs, per split (``OUT/train``, ``OUT/val``):
 
 * ``part-00000-NNNNN.parquet``: ``id``, ``input_ids`` (list<uint16> when vocab_size <= 65536,
   else list<uint32>) and ``length`` per document; or, with ``pack``, rows of exactly
-  ``seq_len + 1`` tokens (``input_ids``; ``length`` = real tokens in the row), so a training
+  ``seq_len + 1`` tokens (``input_ids``; ``length`` = real tokens in the row; written by
+  ``tokpipe_core::packed_parquet``, the same file pyarrow writes), so a training
   step takes ``inputs = row[:-1]`` and ``targets = row[1:]``. Rows are disjoint consecutive
   slices of the stream of documents, each followed by its EOS; a document longer than a row
   runs on into the next rows (or, with ``truncate``, is cut to ``seq_len + 1`` tokens first).
@@ -62,12 +72,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe import __version__, _core
-from tokpipe.errors import ConfigError
+from tokpipe.errors import ConfigError, PipelineError
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
-                                            _run_segment_task, _summary, _task_bytes, _write_json)
+                                            _pending_tasks, _run_segment_task, _summary, _task_bytes, _write_json)
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
@@ -103,7 +113,8 @@ class TokenizeOptions:
     shuffle: bool = True
     seed: int = 0
     val_fraction: float = 0.0
-    #: Bytes of token ids a shuffle bucket may hold in memory.
+    #: Bytes the shuffle may hold in memory for one key range: its index of documents (about
+    #: 64 bytes each), or its token ids when the staging is spilled to buckets.
     shuffle_buffer: int = 256 << 20
     threads: int | None = None
 
@@ -185,7 +196,10 @@ class _Split:
         self._shard_tokens = 0
         # No dictionary pages: token ids are spread over the whole vocabulary, and building
         # (then dropping) a dictionary per column chunk doubled the cost of writing them.
-        self._parquet = ParquetShardWriter(self.out, 0, shard_size, use_dictionary=False) \
+        # Packed rows go through tokpipe's own writer of that one shape (see
+        # `tokpipe_core::packed_parquet`): the same file, at a fraction of the work.
+        self._parquet = ParquetShardWriter(self.out, 0, shard_size, use_dictionary=False,
+                                           file_format="packed" if options.pack else "parquet") \
             if "parquet" in options.formats else None
         self._megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
             if "megatron" in options.formats else None
@@ -401,7 +415,7 @@ class _TokenizeExecutor(LocalExecutor):
     def plan(self) -> tuple[list[Task], list[Task]]:
         """Every task of the run (planned at its first start) and those not done yet."""
         tasks = self._prepare()
-        return tasks, [t for t in tasks if not (self.state / "seg0" / f"{t.index:06d}.json").exists()]
+        return tasks, _pending_tasks(self.state, 0, tasks)
 
     def tokenize(self, todo: list[Task]) -> None:
         reader = asdict(self.options.reader)
@@ -628,6 +642,162 @@ def _write_shuffled(files: list[list[Path]], documents: int, tokens: int, itemsi
                     splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
     update = ProgressUpdate("writing", 0, max(documents, 1), "units")
     progress(update)
+    paths = [path for task_files in files for path in task_files]
+    if tokens * itemsize <= _page_cache_budget() and _can_open(len(paths)):
+        _write_shuffled_from_staging(paths, documents, itemsize, options, splits, update, progress)
+    else:
+        _write_shuffled_spilling(files, documents, tokens, itemsize, options, splits, scratch, update, progress)
+
+
+# Bytes of the in-place shuffle's index per document, besides its id: its key, file, byte
+# position and token count, the sort order, and the same fields in sorted order.
+_INDEX_BYTES = 64
+
+
+def _page_cache_budget() -> int:
+    """Staged ids up to this size are read in place, in key order (half the machine's memory:
+    files just written are then still in the page cache, and reads in any order cost no
+    disk seeks); more are spilled to key-range buckets, each read back in one sequential
+    pass."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _can_open(files: int) -> bool:
+    """Whether ``files`` more files can be held open at once, raising this process's soft
+    limit on open files towards the hard one if need be."""
+    try:
+        import resource
+    except ImportError:  # no such limit to raise (Windows): keep within a conservative count
+        return files <= 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = files + 256  # the run's own files, sockets, the writers' shards
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return True
+    if hard != resource.RLIM_INFINITY and hard < need:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
+    """The key range (0 .. buckets - 1) of each key: its top 32 bits scaled to the count."""
+    return (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+
+
+@dataclass
+class _StagedBatch:
+    """A staged record batch, for reading its documents' ids in place: its file (a number
+    in the run's list of staged files), the byte position in that file of its first id
+    value, its int64 list offsets, and its document ids."""
+
+    file: int
+    base: int
+    offsets: np.ndarray
+    doc_ids: pa.Array
+
+
+def _staged_batches(paths: list[Path], itemsize: int) -> list[_StagedBatch]:
+    """Every staged batch, in input order. Only the offsets and ids are read (through
+    memory maps: a few bytes a document); the token ids stay on disk."""
+    batches = []
+    for number, path in enumerate(paths):
+        source = pa.memory_map(str(path))
+        start, size = source.read_buffer(1).address, source.size()
+        source.seek(0)
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            lists = batch.column(INPUT_IDS)
+            offsets = np.frombuffer(lists.buffers()[1], dtype=np.int64)[lists.offset: lists.offset + batch.num_rows + 1]
+            data = lists.values.buffers()[1]
+            base = (data.address - start if data is not None else 0) + lists.values.offset * itemsize
+            if data is not None and not 0 <= data.address - start <= size:
+                raise PipelineError(f"{path}: the staged ids are not inside the file's memory map")
+            batches.append(_StagedBatch(number, base, offsets, batch.column(ID)))
+    return batches
+
+
+def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: int, options: TokenizeOptions,
+                                 splits: dict[str, _Split], update: ProgressUpdate, progress: Progress) -> None:
+    """The shuffle when the staged ids fit in the page cache: an index of the documents
+    (key, file, byte range) sorted by key, and the ids of each run of documents read from
+    the staged files in that order, straight into the buffer the writers take. Nothing is
+    copied to disk and no staged file is mapped whole. The index takes about
+    ``_INDEX_BYTES`` a document plus its id; past ``shuffle_buffer`` it is built and
+    written key range by key range (several passes over the offsets, one over the ids)."""
+    batches = _staged_batches(paths, itemsize)
+    id_bytes = sum(b.doc_ids.nbytes for b in batches)
+    buckets = max(1, -(-(documents * _INDEX_BYTES + id_bytes) // options.shuffle_buffer))
+    staged = _core.StagedFiles([str(p) for p in paths])
+    done = 0
+    for bucket in range(buckets):
+        # Per split: the documents of this key range, as parallel arrays and id pieces.
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]] = \
+            {name: [] for name in SPLITS}
+        position = 0
+        for batch in batches:
+            n = len(batch.offsets) - 1
+            keys = shuffle_keys(options.seed, np.arange(position, position + n))
+            position += n
+            val = val_mask(keys, options.val_fraction)
+            here = _bucket_of(keys, buckets) == bucket if buckets > 1 else np.ones(n, dtype=bool)
+            for name, mask in (("train", here & ~val), ("val", here & val)):
+                rows = np.flatnonzero(mask)
+                if not len(rows):
+                    continue
+                starts = batch.base + batch.offsets[rows] * itemsize
+                lengths = batch.offsets[rows + 1] - batch.offsets[rows]
+                doc_ids = batch.doc_ids if len(rows) == n else batch.doc_ids.take(arrow_of(rows))
+                parts[name].append((keys[rows], np.full(len(rows), batch.file, dtype=np.int64), starts, lengths,
+                                    doc_ids))
+        for name in SPLITS:
+            if not parts[name]:
+                continue
+            keys, file_of, starts, lengths = (np.concatenate([p[i] for p in parts[name]]) for i in range(4))
+            doc_ids = pa.concat_arrays([p[4] for p in parts[name]])
+            del parts[name][:]
+            order = np.argsort(keys, kind="stable")
+            del keys
+            file_of, starts, lengths, doc_ids = file_of[order], starts[order], lengths[order], doc_ids.take(arrow_of(order))
+            del order
+            split = splits[name]
+            value_type = pa.uint16() if itemsize == 2 else pa.uint32()
+            start = 0
+            while start < len(lengths):
+                # Runs that complete the split's pending run, so it never concatenates.
+                end = min(len(lengths), start + split.room)
+                counts = lengths[start:end]
+                values = staged.read(file_of[start:end], starts[start:end], counts * itemsize, itemsize)
+                offsets = np.zeros(end - start + 1, dtype=np.int64)
+                np.cumsum(counts, out=offsets[1:])
+                split.add(doc_ids.slice(start, end - start), _large_lists(offsets, values, value_type))
+                done += end - start
+                start = end
+                update.done = done
+                progress(update)
+
+
+def _large_lists(offsets: Any, values: Any, value_type: pa.DataType) -> pa.LargeListArray:
+    """A large_list array over int64 ``offsets`` (from 0) and flat ``values``, both objects
+    with the buffer protocol (numpy arrays, ``OwnedBuffer``), not copied."""
+    offsets, values = pa.py_buffer(offsets), pa.py_buffer(values)
+    flat = pa.Array.from_buffers(value_type, values.size // value_type.byte_width, [None, values])
+    return pa.LargeListArray.from_buffers(pa.large_list(value_type), offsets.size // 8 - 1, [None, offsets],
+                                          children=[flat])
+
+
+def _write_shuffled_spilling(files: list[list[Path]], documents: int, tokens: int, itemsize: int,
+                             options: TokenizeOptions, splits: dict[str, _Split], scratch: Path,
+                             update: ProgressUpdate, progress: Progress) -> None:
+    """The shuffle when the staged ids do not fit in the page cache: documents scattered by
+    key range into buckets of at most ``shuffle_buffer`` bytes of ids (Arrow files, written
+    and read back sequentially), then each bucket sorted and written in turn."""
     position = 0
     # Shuffle: documents scattered by key range into buckets that each fit the shuffle
     # buffer, then each bucket in key order. With one bucket nothing is copied before the
@@ -664,8 +834,7 @@ def _write_shuffled(files: list[list[Path]], documents: int, tokens: int, itemsi
         if not spill:
             slot_of = val.astype(np.int64)
         else:
-            bucket = (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
-            slot_of = bucket * 2 + val.astype(np.int64)
+            slot_of = _bucket_of(keys, buckets) * 2 + val.astype(np.int64)
         order = np.argsort(slot_of, kind="stable")
         bounds = np.flatnonzero(np.diff(slot_of[order])) + 1
         for rows in np.split(order, bounds):
@@ -775,9 +944,7 @@ class _Gather:
         """The documents at positions ``order`` (all, in turn, when None)."""
         pieces, rows = (self.pieces, self.rows) if order is None else (self.pieces[order], self.rows[order])
         offsets, values = _core.gather_lists(self.buffers, self.itemsize, pieces, rows)
-        flat = pa.Array.from_buffers(self.value_type, len(values) // self.itemsize, [None, pa.py_buffer(values)])
-        lists = pa.LargeListArray.from_buffers(pa.large_list(self.value_type), len(rows),
-                                               [None, pa.py_buffer(offsets)], children=[flat])
+        lists = _large_lists(offsets, values, self.value_type)
         return (self.doc_ids if order is None else self.doc_ids.take(arrow_of(order))), lists
 
 

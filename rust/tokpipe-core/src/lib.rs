@@ -24,6 +24,7 @@
 //!   quality classifier's scores over Arrow string columns.
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`tokens`]: token-id lists as Arrow list buffers (the gathers of tokenize's shuffle).
+//! - [`packed_parquet`]: the Parquet writer of tokenize's packed rows (fixed-width token rows).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
@@ -36,6 +37,7 @@ pub mod lm;
 pub mod minhash;
 pub mod models;
 pub mod normalizers;
+pub mod packed_parquet;
 pub mod pii;
 pub mod pre_tokenizers;
 pub mod text;

@@ -181,9 +181,14 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
     kept_files: list[str] = []
     rejected_files: list[str] = []
 
+    # Each file's size, recorded in the marker: a resume checks the files against it.
+    sizes: dict[str, int] = {}
+
     def reject(batch: pa.RecordBatch) -> None:
         counts["rejected"] += batch.num_rows
-        rejected_files.extend(i.name for i in rejected_writer.write(_with_rejection_columns(batch)))
+        for info in rejected_writer.write(_with_rejection_columns(batch)):
+            rejected_files.append(info.name)
+            sizes[f"rejected/{info.name}"] = info.bytes
 
     def batches() -> Iterator[pa.RecordBatch]:
         if k == 0:
@@ -231,9 +236,15 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
                 if closing is not None:
                     batch = batch.append_column(_KEY, closing.keys(batch))
                 counts["kept"] += batch.num_rows
-                kept_files.extend(i.name for i in kept_writer.write(batch))
-        kept_files.extend(i.name for i in kept_writer.close())
-        rejected_files.extend(i.name for i in rejected_writer.close())
+                for info in kept_writer.write(batch):
+                    kept_files.append(info.name)
+                    sizes[f"kept/{info.name}"] = info.bytes
+        for info in kept_writer.close():
+            kept_files.append(info.name)
+            sizes[f"kept/{info.name}"] = info.bytes
+        for info in rejected_writer.close():
+            rejected_files.append(info.name)
+            sizes[f"rejected/{info.name}"] = info.bytes
     except BaseException:
         kept_writer.abort()
         rejected_writer.abort()
@@ -246,8 +257,9 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
             for e in errors:
                 f.write(json.dumps(asdict(e), ensure_ascii=False) + "\n")
         os.replace(tmp, out / f"{task.index:06d}.errors.jsonl")
+        sizes[f"{task.index:06d}.errors.jsonl"] = (out / f"{task.index:06d}.errors.jsonl").stat().st_size
     summary = {"task": task.index, "stats": stats, "errors": len(errors), **counts,
-               "kept_files": kept_files, "rejected_files": rejected_files}
+               "kept_files": kept_files, "rejected_files": rejected_files, "sizes": sizes}
     _write_json(out / f"{task.index:06d}.json", summary)
     return summary
 
@@ -309,6 +321,55 @@ def _prefetched(items: Iterator[T], depth: int = 1) -> Iterator[T]:
 
 def _summary(state_dir: Path, k: int, task: int) -> dict[str, Any]:
     return json.loads((state_dir / f"seg{k}" / f"{task:06d}.json").read_text(encoding="utf-8"))
+
+
+# Magic bytes at both ends of a staging file, by suffix.
+_MAGIC = {".arrow": b"ARROW1", ".parquet": b"PAR1"}
+
+
+def _committed(state_dir: Path, k: int, task: int) -> bool:
+    """Whether segment ``k`` of ``task`` is done: its marker can be read and every file it
+    lists has the size it had then (and, for Arrow and Parquet files, the format's magic
+    bytes at both ends).
+
+    Staging files and markers are not fsynced (that would cost the run about as much as
+    writing them): a killed process loses nothing the page cache holds, but after a power
+    loss or an OS crash a marker may survive its files, which come back short, empty or
+    zero-filled. Those are caught here, at the price of a ``stat`` and two small reads a
+    file, and the task is redone. (A marker of an older version lists no sizes: it is
+    trusted as it was.)"""
+    try:
+        summary = _summary(state_dir, k, task)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):  # a marker the crash left empty or cut short
+        return False
+    for name, size in summary.get("sizes", {}).items():
+        path = state_dir / f"seg{k}" / name
+        try:
+            if path.stat().st_size != size:
+                return False
+            magic = _MAGIC.get(path.suffix)
+            if magic is not None:
+                with open(path, "rb") as f:
+                    head = f.read(len(magic))
+                    f.seek(-len(magic), os.SEEK_END)
+                    if head != magic or f.read(len(magic)) != magic:
+                        return False
+        except OSError:
+            return False
+    return True
+
+
+def _pending_tasks(state_dir: Path, k: int, tasks: Sequence[Task]) -> list[Task]:
+    """The tasks whose segment ``k`` is not committed (see :func:`_committed`); the marker
+    of one whose files are damaged is removed, so nothing reads them before it is redone."""
+    todo = []
+    for t in tasks:
+        if not _committed(state_dir, k, t.index):
+            (state_dir / f"seg{k}" / f"{t.index:06d}.json").unlink(missing_ok=True)
+            todo.append(t)
+    return todo
 
 
 def _verdicts(state_dir: Path, k: int, task: int) -> pa.Table:
@@ -452,7 +513,7 @@ class LocalExecutor:
             for k, (stage_specs, global_spec) in enumerate(self.segments):
                 specs = [{"type": s.type, "params": s.params} for s in stage_specs]
                 closing = {"type": global_spec.type, "params": global_spec.params} if global_spec else None
-                todo = [t for t in tasks if not (self.state / f"seg{k}" / f"{t.index:06d}.json").exists()]
+                todo = _pending_tasks(self.state, k, tasks)
                 tasks_run += len(todo)
                 self._map(pool, f"segment {k + 1}/{len(self.segments)}", [
                     (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader)) for t in todo],

@@ -16,9 +16,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Optional, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokpipe import __version__, _core
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.writers._files import publish, temp_name
 
@@ -67,7 +69,10 @@ class ParquetShardWriter:
 
     ``file_format="arrow"`` writes uncompressed Arrow IPC files (``part-....arrow``) instead:
     the pipeline's staging, written once and read back through a memory map at no decoding
-    cost. ``checksum=False`` publishes a shard by rename alone, without its sha256 or an
+    cost. ``file_format="packed"`` writes Parquet too, for one table shape only: packed token
+    rows (``input_ids``, a list<uint16|uint32> of the same length in every row, and
+    ``length``, int32), through ``tokpipe_core::packed_parquet`` instead of pyarrow's general
+    writer; the files read back as pyarrow's would (``compression`` zstd or none). ``checksum=False`` publishes a shard by rename alone, without its sha256 or an
     fsync: for staging files, which a later marker file commits and nothing verifies.
     ``use_dictionary`` is Parquet's (a bool or the columns to dictionary-encode).
     """
@@ -89,8 +94,8 @@ class ParquetShardWriter:
             raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
         if first_shard < 0:
             raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
-        if file_format not in ("parquet", "arrow"):
-            raise InvalidArgumentError(f"file_format must be parquet or arrow, got {file_format!r}")
+        if file_format not in ("parquet", "arrow", "packed"):
+            raise InvalidArgumentError(f"file_format must be parquet, arrow or packed, got {file_format!r}")
         self._directory = Path(directory)
         self._directory.mkdir(parents=True, exist_ok=True)
         self._worker = worker
@@ -102,7 +107,7 @@ class ParquetShardWriter:
         self._next_shard = first_shard
         self._closed = False
         # The open shard, if any: its Parquet writer, paths, schema, rows and Arrow size so far.
-        self._writer: Optional[Union[pq.ParquetWriter, pa.ipc.RecordBatchFileWriter]] = None
+        self._writer: Optional[Union[pq.ParquetWriter, pa.ipc.RecordBatchFileWriter, PackedRowsFile]] = None
         self._final: Optional[Path] = None
         self._tmp: Optional[Path] = None
         self._schema: Optional[pa.Schema] = None
@@ -184,12 +189,15 @@ class ParquetShardWriter:
             self.abort()
 
     def _open(self, schema: pa.Schema) -> None:
-        final = self._directory / shard_name(self._worker, self._next_shard, f".{self._format}")
+        suffix = ".parquet" if self._format == "packed" else f".{self._format}"
+        final = self._directory / shard_name(self._worker, self._next_shard, suffix)
         tmp = temp_name(final)
         # State changes only once the file exists, so a failed open leaves the writer as it was.
         try:
             if self._format == "arrow":
                 self._writer = pa.ipc.new_file(str(tmp), schema)
+            elif self._format == "packed":
+                self._writer = PackedRowsFile(tmp, schema, self._compression)
             else:
                 self._writer = pq.ParquetWriter(tmp, schema, compression=self._compression,
                                                 use_dictionary=self._use_dictionary)
@@ -224,3 +232,56 @@ class ParquetShardWriter:
         self._schema = None
         self._rows = 0
         self._size = 0
+
+
+#: Columns of a packed-rows file, in order.
+PACKED_COLUMNS = ("input_ids", "length")
+
+
+class PackedRowsFile:
+    """The writer of one ``file_format="packed"`` shard, with the two methods of pyarrow's
+    writers the shard writer calls (``write_batch``, ``close``). The width of the rows is the
+    first batch's; every batch must have rows of that width."""
+
+    def __init__(self, path: Path, schema: pa.Schema, compression: str) -> None:
+        if tuple(schema.names) != PACKED_COLUMNS or not pa.types.is_int32(schema.field("length").type) \
+                or not (pa.types.is_list(schema.field("input_ids").type)
+                        or pa.types.is_large_list(schema.field("input_ids").type)) \
+                or schema.field("input_ids").type.value_type not in (pa.uint16(), pa.uint32()):
+            raise InvalidArgumentError(f"packed rows are input_ids (list<uint16|uint32>) and length (int32), not {schema}")
+        if compression not in ("zstd", "none"):
+            raise InvalidArgumentError(f"packed rows are written with zstd or none, not {compression!r}")
+        self._path = path
+        self._bits = schema.field("input_ids").type.value_type.bit_width
+        self._compression = compression
+        self._writer: Optional[_core.PackedParquetWriter] = None
+        self._width = 0
+        # The file exists from the start, as with pyarrow's writers (the shard writer deletes
+        # it on abort).
+        path.touch()
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        ids = batch.column("input_ids")
+        rows = batch.num_rows
+        offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64 if pa.types.is_large_list(ids.type) else np.int32)
+        offsets = offsets[ids.offset: ids.offset + rows + 1]
+        widths = np.diff(offsets)
+        width = int(widths[0])
+        if ids.null_count or (widths != width).any():
+            raise InvalidArgumentError("packed rows must all hold the same number of ids (and none be null)")
+        values = ids.values
+        start = values.offset + int(offsets[0])
+        data = np.frombuffer(values.buffers()[1], dtype=f"uint{self._bits}")[start: start + rows * width]
+        lengths = batch.column("length")
+        lengths_np = np.frombuffer(lengths.buffers()[1], dtype=np.int32)[lengths.offset: lengths.offset + rows]
+        if self._writer is None:
+            self._width = width
+            self._writer = _core.PackedParquetWriter(str(self._path), width, self._bits, self._compression,
+                                                     created_by=f"tokpipe version {__version__}")
+        elif width != self._width:
+            raise InvalidArgumentError(f"rows of {width} ids in a file of rows of {self._width}")
+        self._writer.write(data, lengths_np)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
