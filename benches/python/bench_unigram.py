@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Unigram (sentencepiece) encode throughput of tokpipe, sentencepiece, HF ``tokenizers`` and
-tokie, on the same documents.
+tokie, on the same documents; with ``--train-bpe N``, also of a sentencepiece BPE model.
 
 What is measured: for every encoder and each sentencepiece model (by default the two shared
 ones, /work/shared/corpora/vocab/spm_botchan_unigram_1000.model and spm_ja_unigram_8000.model),
 the benchmark corpus's documents (by default its sources linux-rst, python-txt, gcide and
 fortunes-zh, cut to --max-mb with the same mix) encoded to ids, no special tokens.
+``--train-bpe 32000`` first trains a sentencepiece BPE model of that size with Llama's options
+(byte fallback, digits split, identity normalization, spaces kept, whitespace-only pieces) on
+the same documents (cached in /tmp/tokpipe-bench-cache) and measures it as well.
 
   sentencepiece  ``SentencePieceProcessor(model_file=...)``, ``encode``
   tokpipe        ``Tokenizer.from_sentencepiece(...)``, ``encode``
@@ -87,8 +90,33 @@ def hf_tokenizer_json(model: Path, out: Path) -> None:
 
         proto = pb.ModelProto()
         proto.ParseFromString(model.read_bytes())
-        vocab = [(p.piece, p.score) for p in proto.pieces]
+        if proto.trainer_spec.model_type == pb.TrainerSpec.BPE:
+            vocab = {p.piece: i for i, p in enumerate(proto.pieces)}
+        else:
+            vocab = [(p.piece, p.score) for p in proto.pieces]
         SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, legacy=True).save(str(out))
+
+
+def train_spm_bpe(args, vocab_size: int) -> Path:
+    """A sentencepiece BPE model with Llama-1/2's trainer options, trained on the bench documents."""
+    import hashlib
+
+    import sentencepiece as spm
+
+    key = hashlib.sha256(f"{args.corpus}|{args.sources}|{args.max_mb}|{vocab_size}".encode()).hexdigest()[:12]
+    path = Path("/tmp/tokpipe-bench-cache") / f"{key}-spm-bpe-{vocab_size}.model"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    docs = _corpus.load_docs(args.corpus, args.sources.split(","), args.max_mb)
+    lines = (line for d in docs for line in d.text.splitlines() if line.strip())
+    _corpus.log(f"training a sentencepiece BPE model, vocab {vocab_size} ...")
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=lines, model_prefix=str(path.with_suffix("")), model_type="bpe",
+        vocab_size=vocab_size, byte_fallback=True, split_digits=True, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, character_coverage=0.9995,
+        input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=os.cpu_count(), minloglevel=2)
+    return path
 
 
 def cpu_seconds() -> float:
@@ -125,6 +153,8 @@ def main() -> None:
     ap.add_argument("--encoders", default=",".join(ENCODERS))
     ap.add_argument("--threads", default="1,2", help="thread counts for batch mode")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--train-bpe", type=int, default=0, metavar="VOCAB",
+                    help="also a sentencepiece BPE model of this size trained on the documents")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--encoder", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -139,8 +169,11 @@ def main() -> None:
     _corpus.print_machine_facts(("tokpipe", "sentencepiece", "tokenizers", "tokie", "transformers"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-unigram-"))
     encoders = args.encoders.split(",")
-    for model_name in args.models.split(","):
-        model = VOCAB / model_name
+    models = [VOCAB / name for name in args.models.split(",") if name]
+    if args.train_bpe:
+        models.append(train_spm_bpe(args, args.train_bpe))
+    for model in models:
+        model_name = model.name
         hf_json = tmp / f"{model.stem}.json"
         hf_tokenizer_json(model, hf_json)
         runs = [(e, "doc", 1) for e in encoders]

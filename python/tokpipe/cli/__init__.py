@@ -32,6 +32,21 @@ class UsageError(click.UsageError):
         click.echo(f"tokpipe: error: {_one_line(self)}", err=True)
 
 
+def corpus_options(func: F) -> F:
+    """The options of every command that reads a training corpus: its text field, strictness
+    about bad input, and quiet."""
+    options = (
+        click.option("--text-field", default="text", show_default=True,
+                     help="Field holding the text in JSONL and Parquet input."),
+        click.option("--strict", is_flag=True,
+                     help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary."),
+    )
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def friendly_errors(func: F) -> F:
     """Turn tokpipe and OS errors into one readable line and the right exit code."""
 

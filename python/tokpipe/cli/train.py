@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.cli import UsageError, cli, corpus_options, friendly_errors
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.train import (
     BERT_SPECIAL_TOKENS,
@@ -39,11 +39,9 @@ _SHOWN = 5
               help="Stop merging once the most frequent pair occurs fewer times than this.")
 @click.option("--max-token-length", type=click.IntRange(min=1), default=None,
               help="Never make a token longer than this many bytes.")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
-@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
 @click.option("--tiktoken", "tiktoken_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the ranks as a .tiktoken file here.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@corpus_options
 @friendly_errors
 def train_bpe_command(
     corpus: tuple[Path, ...],
@@ -122,9 +120,7 @@ def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tu
 @click.option("--limit-alphabet", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Keep only this many characters (the most frequent) in the alphabet.")
 @click.option("--cased", is_flag=True, help="Keep case and accents (BERT cased); the default lowercases and strips accents.")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
-@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@corpus_options
 @friendly_errors
 def train_wordpiece_command(
     corpus: tuple[Path, ...],
@@ -220,9 +216,7 @@ def train_wordpiece_command(
               help="Frequent substrings kept as seed pieces (sentencepiece's seed_sentencepiece_size).")
 @click.option("--max-sentence-length", type=click.IntRange(min=1), default=4192, show_default=True,
               help="Longer lines, in bytes, are skipped (and counted in the summary), as sentencepiece does.")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
-@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@corpus_options
 @friendly_errors
 def train_unigram_command(
     corpus: tuple[Path, ...],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.cli import UsageError, cli, corpus_options, friendly_errors
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.lm import train_lm
 from tokpipe.train import CorpusReport
@@ -44,9 +44,7 @@ def _numbers(value: str, option: str, kind: type) -> list:
 @click.option("--discount-fallback", is_flag=False, flag_value=_LMPLZ_FALLBACK, default=None, metavar="['D1 D2 D3']",
               help=f"Discounts for an order whose own cannot be estimated (small or artificial data); alone, "
                    f"lmplz's '{_LMPLZ_FALLBACK}'. Without it such a corpus is an error.")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
-@click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@corpus_options
 @friendly_errors
 def train_lm_command(
     corpus: tuple[Path, ...],

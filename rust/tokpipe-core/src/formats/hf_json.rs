@@ -95,19 +95,10 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
 
     let added_text: HashMap<u32, &str> = added.iter().map(|t| (t.id, t.content.as_str())).collect();
 
-    let vocab_obj = model
-        .get("vocab")
-        .and_then(Value::as_object)
-        .ok_or_else(|| bad("model.vocab is not an object".into()))?;
-    let mut vocab = Vec::with_capacity(vocab_obj.len());
-    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab_obj.len());
-    for (token, id) in vocab_obj {
-        let id = id
-            .as_u64()
-            .filter(|&id| id < u32::MAX as u64)
-            .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?
-            as u32;
-        ids.insert(token, id);
+    let entries = parse_vocab(model, source)?;
+    let ids: HashMap<&str, u32> = entries.iter().copied().collect();
+    let mut vocab = Vec::with_capacity(entries.len());
+    for (token, id) in entries {
         // An added token's vocab entry is usually its raw text (spaces included, so not
         // byte-level). When it is the byte-level spelling of the same string it is also an
         // ordinary token (HF's one string -> id map): a trained vocab whose special token
@@ -135,6 +126,25 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
 }
 
 /// `model.merges` as token-id pairs: `"left right"` strings or `["left", "right"]` pairs.
+/// `model.vocab` (an object of token -> id) as pairs, each id checked.
+fn parse_vocab<'a>(model: &'a Value, source: &str) -> Result<Vec<(&'a str, u32)>> {
+    let bad = |msg: String| Error::format(source, msg);
+    let vocab = model
+        .get("vocab")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("model.vocab is not an object".into()))?;
+    vocab
+        .iter()
+        .map(|(token, id)| {
+            let id = id
+                .as_u64()
+                .filter(|&id| id < u32::MAX as u64)
+                .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?;
+            Ok((token.as_str(), id as u32))
+        })
+        .collect()
+}
+
 fn parse_merges(model: &Value, ids: &HashMap<&str, u32>, source: &str) -> Result<Vec<(u32, u32)>> {
     let bad = |msg: String| Error::format(source, msg);
     let merges_val = model
@@ -202,21 +212,9 @@ fn char_bpe_from_json(
         ));
     }
     let flag = |name: &str| model.get(name).and_then(Value::as_bool).unwrap_or(false);
-    let vocab_obj = model
-        .get("vocab")
-        .and_then(Value::as_object)
-        .ok_or_else(|| bad("model.vocab is not an object".into()))?;
-    let mut vocab = Vec::with_capacity(vocab_obj.len());
-    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab_obj.len());
-    for (token, id) in vocab_obj {
-        let id = id
-            .as_u64()
-            .filter(|&id| id < u32::MAX as u64)
-            .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?
-            as u32;
-        ids.insert(token, id);
-        vocab.push((token.clone(), id));
-    }
+    let entries = parse_vocab(model, source)?;
+    let ids: HashMap<&str, u32> = entries.iter().copied().collect();
+    let vocab: Vec<(String, u32)> = entries.iter().map(|&(t, id)| (t.to_string(), id)).collect();
     let unk = match model.get("unk_token") {
         None | Some(Value::Null) => None,
         Some(Value::String(t)) => Some(

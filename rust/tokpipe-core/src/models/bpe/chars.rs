@@ -481,16 +481,16 @@ impl BpeModel {
     /// then the merged piece's id, then the two halves' text.
     pub(super) fn scored_merge_list(&self) -> Vec<(u32, u32)> {
         let text = |id: u32| self.token_bytes(id).unwrap_or_default();
-        let mut all: Vec<(u32, u32, &[u8], &[u8], u32, u32)> = self
+        // (priority, merged id, left, right)
+        let mut all: Vec<[u32; 4]> = self
             .merges
             .iter()
-            .map(|(&k, &(prio, id))| {
-                let (l, r) = ((k >> 32) as u32, k as u32);
-                (prio, id, text(l), text(r), l, r)
-            })
+            .map(|(&k, &(prio, id))| [prio, id, (k >> 32) as u32, k as u32])
             .collect();
-        all.sort_unstable();
-        all.into_iter().map(|(.., l, r)| (l, r)).collect()
+        all.sort_unstable_by(|a, b| {
+            (a[0], a[1], text(a[2]), text(a[3])).cmp(&(b[0], b[1], text(b[2]), text(b[3])))
+        });
+        all.into_iter().map(|[.., l, r]| (l, r)).collect()
     }
 
     /// Appends the ids of `piece` (UTF-8 text) for a character-level model.
@@ -549,16 +549,23 @@ impl BpeModel {
                     after_space = false;
                     continue;
                 }
+                let char_bytes = &bytes[i..i + len];
+                let as_bytes = c.byte_fallback && c.bytes_known(char_bytes);
+                if !as_bytes && c.unk == NO_TOKEN {
+                    // HF drops it: the symbols on either side meet (two `▁` around it may merge),
+                    // so it neither cuts the word nor ends a run of `▁`.
+                    i += len;
+                    continue;
+                }
                 if after_space && c.split == SpaceSplit::After {
                     self.merge_word(&bytes[word..i], &mut syms, out);
                     word = i;
                 }
                 after_space = false;
-                let char_bytes = &bytes[i..i + len];
-                if c.byte_fallback && c.bytes_known(char_bytes) {
+                if as_bytes {
                     // HF adds the bytes before an unknown token still pending.
                     syms.extend(char_bytes.iter().map(|&b| c.byte_tokens[b as usize]));
-                } else if c.unk != NO_TOKEN {
+                } else {
                     if pending_unk && !c.fuse_unk {
                         syms.push(c.unk);
                     }
