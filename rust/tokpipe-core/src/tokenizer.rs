@@ -569,25 +569,35 @@ impl Tokenizer {
         })
     }
 
+    /// The tokens decoding shows (HF's `skip_special_tokens`: special added tokens left out),
+    /// as strings; an id outside the vocabulary is an error.
+    fn shown_tokens<'a>(
+        &'a self,
+        ids: &'a [u32],
+    ) -> impl Iterator<Item = Result<std::borrow::Cow<'a, str>>> + 'a {
+        ids.iter()
+            .filter(|id| {
+                !self
+                    .added_by_id
+                    .get(id)
+                    .is_some_and(|&i| self.added[i].special)
+            })
+            .map(|&id| {
+                self.id_to_token(id).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "token id {id} is not in the vocabulary (size {})",
+                        self.vocab_size()
+                    ))
+                })
+            })
+    }
+
     /// HF's `decode` with `skip_special_tokens`: the tokens' strings through each decoder;
     /// without a decoder they are joined by spaces, as HF does.
     fn decode_steps(&self, ids: &[u32], steps: &[DecodeStep]) -> Result<String> {
         let mut tokens = Vec::with_capacity(ids.len());
-        for &id in ids {
-            if self
-                .added_by_id
-                .get(&id)
-                .is_some_and(|&i| self.added[i].special)
-            {
-                continue;
-            }
-            let token = self.id_to_token(id).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "token id {id} is not in the vocabulary (size {})",
-                    self.vocab_size()
-                ))
-            })?;
-            tokens.push(token.into_owned());
+        for token in self.shown_tokens(ids) {
+            tokens.push(token?.into_owned());
         }
         if steps.is_empty() {
             return Ok(tokens.join(" "));
@@ -700,20 +710,8 @@ impl Tokenizer {
     fn decode_wordpiece(&self, ids: &[u32], prefix: &str, cleanup: bool) -> Result<String> {
         let mut out = String::new();
         let mut first = true;
-        for &id in ids {
-            if self
-                .added_by_id
-                .get(&id)
-                .is_some_and(|&i| self.added[i].special)
-            {
-                continue;
-            }
-            let token = self.id_to_token(id).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "token id {id} is not in the vocabulary (size {})",
-                    self.vocab_size()
-                ))
-            })?;
+        for token in self.shown_tokens(ids) {
+            let token = token?;
             let mut piece = match token.strip_prefix(prefix) {
                 Some(rest) if !first => rest.to_string(),
                 _ if first => token.to_string(),

@@ -233,15 +233,23 @@ fn char_bpe_from_json(
         flag("ignore_merges"),
         source,
     )?;
-    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
-    let pre = hf_components::parse_pre_tokenizer(
-        root.get("pre_tokenizer").unwrap_or(&Value::Null),
-        source,
-    )?;
-    let post =
-        hf_components::parse_template(root.get("post_processor").unwrap_or(&Value::Null), source)?;
-    let decoder =
-        hf_components::parse_decoder(root.get("decoder").unwrap_or(&Value::Null), source)?;
+    with_spm_style_pipeline(root, model, added, source)
+}
+
+/// A Unigram or character-level BPE model with the rest of its file: the normalizer, the
+/// Metaspace-family pre-tokenizer, template post-processor and decoder of sentencepiece-style
+/// files (HF's converters for T5, Llama and the like).
+fn with_spm_style_pipeline(
+    root: &Value,
+    model: impl Into<ModelWrapper>,
+    added: Vec<AddedToken>,
+    source: &str,
+) -> Result<Tokenizer> {
+    let part = |name: &str| root.get(name).unwrap_or(&Value::Null);
+    let normalizer = parse_normalizer(part("normalizer"), source)?;
+    let pre = hf_components::parse_pre_tokenizer(part("pre_tokenizer"), source)?;
+    let post = hf_components::parse_template(part("post_processor"), source)?;
+    let decoder = hf_components::parse_decoder(part("decoder"), source)?;
     Ok(Tokenizer::new(pre, model, added)?
         .with_normalizer(normalizer)
         .with_post_processor(post)
@@ -344,19 +352,7 @@ fn unigram_from_json(
     source: &str,
 ) -> Result<Tokenizer> {
     let model = crate::models::unigram::serialization::from_json(model, &added, source)?;
-    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
-    let pre = hf_components::parse_pre_tokenizer(
-        root.get("pre_tokenizer").unwrap_or(&Value::Null),
-        source,
-    )?;
-    let post =
-        hf_components::parse_template(root.get("post_processor").unwrap_or(&Value::Null), source)?;
-    let decoder =
-        hf_components::parse_decoder(root.get("decoder").unwrap_or(&Value::Null), source)?;
-    Ok(Tokenizer::new(pre, model, added)?
-        .with_normalizer(normalizer)
-        .with_post_processor(post)
-        .with_decoder(decoder))
+    with_spm_style_pipeline(root, model, added, source)
 }
 
 /// `BertProcessing`, or a `TemplateProcessing` whose single-sequence template is
