@@ -546,6 +546,44 @@ fn added_tokens_json(tok: &Tokenizer) -> Vec<Value> {
         .collect()
 }
 
+/// A whole `tokenizer.json`: HF's top-level fields around the parts each model writes.
+fn file_json(tok: &Tokenizer, pre: Value, post: Value, decoder: Value, model: Value) -> Value {
+    json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens_json(tok),
+        "normalizer": normalizer_json(tok.normalizer()),
+        "pre_tokenizer": pre,
+        "post_processor": post,
+        "decoder": decoder,
+        "model": model,
+    })
+}
+
+/// HF's `model` object of a BPE tokenizer (byte-level or over characters).
+fn bpe_model_json(
+    unk_token: Option<String>,
+    fuse_unk: bool,
+    byte_fallback: bool,
+    ignore_merges: bool,
+    vocab: Map<String, Value>,
+    merges: Vec<Value>,
+) -> Value {
+    json!({
+        "type": "BPE",
+        "dropout": null,
+        "unk_token": unk_token,
+        "continuing_subword_prefix": null,
+        "end_of_word_suffix": null,
+        "fuse_unk": fuse_unk,
+        "byte_fallback": byte_fallback,
+        "ignore_merges": ignore_merges,
+        "vocab": vocab,
+        "merges": merges,
+    })
+}
+
 /// The `tokenizer.json` text for `tok`.
 pub fn to_string(tok: &Tokenizer) -> Result<String> {
     let root = match tok.model() {
@@ -571,17 +609,13 @@ fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
         }
         _ => Value::Null,
     };
-    Ok(json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added_tokens_json(tok),
-        "normalizer": normalizer_json(tok.normalizer()),
-        "pre_tokenizer": {"type": "BertPreTokenizer"},
-        "post_processor": post,
-        "decoder": decoder,
-        "model": wordpiece::serialization::to_json(model),
-    }))
+    Ok(file_json(
+        tok,
+        json!({"type": "BertPreTokenizer"}),
+        post,
+        decoder,
+        wordpiece::serialization::to_json(model),
+    ))
 }
 
 /// `TemplateProcessing` (what HF writes for BERT's `[CLS] $A [SEP]` too), or `null`.
@@ -651,44 +685,27 @@ fn char_bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Result<Value> {
         ),
         None => (model.fuse_unk(), model.ignore_merges()),
     };
-    Ok(json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added_tokens_json(tok),
-        "normalizer": normalizer_json(tok.normalizer()),
-        "pre_tokenizer": pre,
-        "post_processor": post,
-        "decoder": decoder,
-        "model": {
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": model.unk_id().map(text),
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": fuse_unk,
-            "byte_fallback": model.byte_fallback(),
-            "ignore_merges": ignore_merges,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    }))
+    let model_json = bpe_model_json(
+        model.unk_id().map(text),
+        fuse_unk,
+        model.byte_fallback(),
+        ignore_merges,
+        vocab,
+        merges,
+    );
+    Ok(file_json(tok, pre, post, decoder, model_json))
 }
 
 fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
     let post = post_processor_json(tok.post_processor());
     let (pre, decoder) = spm_style_pre_and_decoder(tok, model.byte_fallback())?;
-    Ok(json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added_tokens_json(tok),
-        "normalizer": normalizer_json(tok.normalizer()),
-        "pre_tokenizer": pre,
-        "post_processor": post,
-        "decoder": decoder,
-        "model": crate::models::unigram::serialization::to_json(model),
-    }))
+    Ok(file_json(
+        tok,
+        pre,
+        post,
+        decoder,
+        crate::models::unigram::serialization::to_json(model),
+    ))
 }
 
 fn bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Value {
@@ -710,8 +727,6 @@ fn bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Value {
             ]
         }),
     };
-    let added_tokens = added_tokens_json(tok);
-
     let mut entries: Vec<(u32, String)> = model
         .tokens()
         .map(|(id, b)| (id, byte_level::encode(b)))
@@ -750,29 +765,16 @@ fn bpe_to_json(tok: &Tokenizer, model: &BpeModel) -> Value {
             .map(|(l, r)| Value::String(format!("{l} {r}")))
             .collect()
     };
-    json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added_tokens,
-        "normalizer": normalizer_json(tok.normalizer()),
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": byte_level(prefix, true),
-        "decoder": byte_level(prefix, true),
-        "model": {
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": null,
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": false,
-            "byte_fallback": false,
-            // tiktoken ranks return a piece that is a token whole; HF's flag does the same.
-            "ignore_merges": model.ignore_merges() || model.rule() == MergeRule::Ranks,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    })
+    // tiktoken ranks return a piece that is a token whole; HF's flag does the same.
+    let ignore_merges = model.ignore_merges() || model.rule() == MergeRule::Ranks;
+    let model_json = bpe_model_json(None, false, false, ignore_merges, vocab, merges);
+    file_json(
+        tok,
+        pre_tokenizer,
+        byte_level(prefix, true),
+        byte_level(prefix, true),
+        model_json,
+    )
 }
 
 pub fn save(tok: &Tokenizer, path: &Path) -> Result<()> {
