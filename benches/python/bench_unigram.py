@@ -30,18 +30,15 @@ whether every document's ids equal sentencepiece's and HF tokenizers' (doc mode)
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
+import _encode_children  # noqa: E402
 
 VOCAB = Path("/work/shared/corpora/vocab")
 MODELS = ("spm_botchan_unigram_1000.model", "spm_ja_unigram_8000.model")
@@ -119,56 +116,20 @@ def train_spm_bpe(args, vocab_size: int) -> Path:
     return path
 
 
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def child(args) -> None:
-    """One measurement: prints JSON {wall, cpu, bytes, docs}."""
-    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.threads]))
-    docs = _corpus.load_docs(args.corpus, args.sources.split(","), args.max_mb)
-    texts = [d.text for d in docs]
-    one, batch = make(args.encoder, args.model, args.hf_json)
-    one("warm-up, hello world 中文")
-    best = None
-    for _ in range(args.runs):
-        w0, c0 = time.perf_counter(), cpu_seconds()
-        out = [one(t) for t in texts] if args.mode == "doc" else batch(texts, args.threads)
-        w, c = time.perf_counter() - w0, cpu_seconds() - c0
-        if best is None or w < best[0]:
-            best = (w, c)
-    if args.ids_out:
-        with open(args.ids_out, "w") as f:
-            json.dump([list(map(int, ids)) for ids in out], f)
-    print(json.dumps({"wall": best[0], "cpu": best[1], "bytes": sum(d.nbytes for d in docs), "docs": len(docs)}))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS)
-    ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES))
-    ap.add_argument("--max-mb", type=float, default=20)
+    _encode_children.add_arguments(ap, ENCODERS)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--encoders", default=",".join(ENCODERS))
-    ap.add_argument("--threads", default="1,2", help="thread counts for batch mode")
-    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--train-bpe", type=int, default=0, metavar="VOCAB",
                     help="also a sentencepiece BPE model of this size trained on the documents")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--encoder", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", help=argparse.SUPPRESS)
-    ap.add_argument("--hf-json", help=argparse.SUPPRESS)
-    ap.add_argument("--ids-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        args.threads = int(args.threads)
-        return child(args)
+        one, batch = make(args.encoder, args.model, args.hf_json)
+        return _encode_children.child(args, one, lambda texts: batch(texts, int(args.threads)))
 
     _corpus.print_machine_facts(("tokpipe", "sentencepiece", "tokenizers", "tokie", "transformers"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-unigram-"))
-    encoders = args.encoders.split(",")
     models = [VOCAB / name for name in args.models.split(",") if name]
     if args.train_bpe:
         models.append(train_spm_bpe(args, args.train_bpe))
@@ -176,44 +137,19 @@ def main() -> None:
         model_name = model.name
         hf_json = tmp / f"{model.stem}.json"
         hf_tokenizer_json(model, hf_json)
-        runs = [(e, "doc", 1) for e in encoders]
-        runs += [(e, "batch", int(t)) for t in args.threads.split(",") for e in encoders]
-        rows, ids = [], {}
-        for enc, mode, threads in runs:
-            ids_out = tmp / f"{model.stem}-{enc}.json" if mode == "doc" else None
-            cmd = [sys.executable, __file__, "--child", "--encoder", enc, "--mode", mode, "--threads", str(threads),
-                   "--corpus", str(args.corpus), "--sources", args.sources, "--max-mb", str(args.max_mb),
-                   "--runs", str(args.runs), "--model", str(model), "--hf-json", str(hf_json)]
-            cmd += ["--ids-out", str(ids_out)] if ids_out else []
-            env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_THREADS=str(threads))
-            _corpus.log(f"{model.stem} {enc} {mode} T={threads} ...")
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if res.returncode != 0:
-                _corpus.log(f"  failed: {res.stderr.strip().splitlines()[-1:]}")
-                continue
-            r = json.loads(res.stdout.strip().splitlines()[-1])
-            mb = r["bytes"] / 1e6
-            rows.append((enc, mode, threads, mb / r["wall"], mb / r["cpu"]))
-            if ids_out:
-                ids[enc] = json.loads(ids_out.read_text())
+        rows, ids, r = _encode_children.run_children(
+            __file__, args, tmp, model.stem, ["--model", str(model), "--hf-json", str(hf_json)])
         ref = ids.get("sentencepiece")
         hf_ref = ids.get("hf-tokenizers")
         spm_cpu = {(m, t): c for e, m, t, _, c in rows if e == "sentencepiece"}
-        print(f"\n### {model_name}: {r['docs']:,} documents, {mb:.1f} MB ({args.sources})\n")
+        print(f"\n### {model_name}: {r['docs']:,} documents, {r['bytes'] / 1e6:.1f} MB ({args.sources})\n")
         print("| encoder | mode | threads | MB/s | MB/CPU-s | x spm (CPU) | ids = spm | ids = HF |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-
-        def same(enc: str, reference) -> str:
-            if reference is None or enc not in ids or mode != "doc":
-                return ""
-            if ids[enc] == reference:
-                return "yes"
-            return f"{sum(a != b for a, b in zip(ids[enc], reference))} docs differ"
-
         for enc, mode, threads, speed, cpu in rows:
             ratio = cpu / spm_cpu[(mode, threads)] if (mode, threads) in spm_cpu else float("nan")
-            print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.2f} | {same(enc, ref)} "
-                  f"| {same(enc, hf_ref)} |")
+            same_spm, same_hf = ((_encode_children.same_ids(ids, enc, ref), _encode_children.same_ids(ids, enc, hf_ref))
+                                 if mode == "doc" else ("", ""))
+            print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.2f} | {same_spm} | {same_hf} |")
 
 
 if __name__ == "__main__":

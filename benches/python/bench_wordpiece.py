@@ -19,17 +19,13 @@ busy machine. "ids = HF" says whether every document's ids equal HF's.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
+import _encode_children  # noqa: E402
 
 VOCAB = Path("/work/shared/corpora/vocab/bert_base_uncased_vocab.txt")
 ENCODERS = ("hf-tokenizers", "tokpipe", "tokie")
@@ -56,48 +52,12 @@ def make(name: str, hf_json: str):
     raise SystemExit(f"unknown encoder {name}")
 
 
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def child(args) -> None:
-    """One measurement: prints JSON {wall, cpu, ids_file?}."""
-    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.threads]))
-    docs = _corpus.load_docs(args.corpus, args.sources.split(","), args.max_mb)
-    texts = [d.text for d in docs]
-    one, batch = make(args.encoder, args.hf_json)
-    one("warm-up, hello world 中文")
-    best = None
-    for _ in range(args.runs):
-        w0, c0 = time.perf_counter(), cpu_seconds()
-        out = [one(t) for t in texts] if args.mode == "doc" else batch(texts)
-        w, c = time.perf_counter() - w0, cpu_seconds() - c0
-        if best is None or w < best[0]:
-            best = (w, c)
-    if args.ids_out:
-        with open(args.ids_out, "w") as f:
-            json.dump(out, f)
-    print(json.dumps({"wall": best[0], "cpu": best[1], "bytes": sum(d.nbytes for d in docs), "docs": len(docs)}))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS)
-    ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES))
-    ap.add_argument("--max-mb", type=float, default=20)
-    ap.add_argument("--encoders", default=",".join(ENCODERS))
-    ap.add_argument("--threads", default="1,2", help="thread counts for batch mode")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--encoder", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", help=argparse.SUPPRESS)
-    ap.add_argument("--hf-json", help=argparse.SUPPRESS)
-    ap.add_argument("--ids-out", help=argparse.SUPPRESS)
+    _encode_children.add_arguments(ap, ENCODERS)
     args = ap.parse_args()
     if args.child:
-        args.threads = int(args.threads)
-        return child(args)
+        return _encode_children.child(args, *make(args.encoder, args.hf_json))
 
     _corpus.print_machine_facts(("tokpipe", "tokenizers", "tokie"))
     from tokenizers.implementations import BertWordPieceTokenizer
@@ -105,34 +65,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-wordpiece-"))
     hf_json = tmp / "bert.json"
     BertWordPieceTokenizer(str(VOCAB), lowercase=True).save(str(hf_json))
-    encoders = args.encoders.split(",")
-    runs = [(e, "doc", 1) for e in encoders]
-    runs += [(e, "batch", int(t)) for t in args.threads.split(",") for e in encoders]
-    rows, ids = [], {}
-    for enc, mode, threads in runs:
-        ids_out = tmp / f"{enc}.json" if mode == "doc" else None
-        cmd = [sys.executable, __file__, "--child", "--encoder", enc, "--mode", mode, "--threads", str(threads),
-               "--corpus", str(args.corpus), "--sources", args.sources, "--max-mb", str(args.max_mb),
-               "--runs", str(args.runs), "--hf-json", str(hf_json)] + (["--ids-out", str(ids_out)] if ids_out else [])
-        env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_THREADS=str(threads))
-        _corpus.log(f"{enc} {mode} T={threads} ...")
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if res.returncode != 0:
-            _corpus.log(f"  failed: {res.stderr.strip().splitlines()[-1:]}")
-            continue
-        r = json.loads(res.stdout.strip().splitlines()[-1])
-        mb = r["bytes"] / 1e6
-        rows.append((enc, mode, threads, mb / r["wall"], mb / r["cpu"]))
-        if ids_out:
-            ids[enc] = json.loads(ids_out.read_text())
+    rows, ids, r = _encode_children.run_children(__file__, args, tmp, "bert", ["--hf-json", str(hf_json)])
     ref = ids.get("hf-tokenizers")
     hf_cpu = {(m, t): c for e, m, t, _, c in rows if e == "hf-tokenizers"}
-    print(f"\n{r['docs']:,} documents, {mb:.1f} MB ({args.sources})\n")
+    print(f"\n{r['docs']:,} documents, {r['bytes'] / 1e6:.1f} MB ({args.sources})\n")
     print("| encoder | mode | threads | MB/s | MB/CPU-s | x HF (CPU) | ids = HF |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for enc, mode, threads, speed, cpu in rows:
-        same = "" if ref is None or enc not in ids else (
-            "yes" if ids[enc] == ref else f"{sum(a != b for a, b in zip(ids[enc], ref))} docs differ")
+        same = _encode_children.same_ids(ids, enc, ref)
         ratio = cpu / hf_cpu[(mode, threads)] if (mode, threads) in hf_cpu else float("nan")
         print(f"| {enc} | {mode} | {threads} | {speed:.2f} | {cpu:.2f} | {ratio:.1f} | {same} |")
 
