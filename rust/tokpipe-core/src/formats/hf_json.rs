@@ -79,15 +79,7 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
             "model.byte_fallback is not supported (it is for non-byte-level BPE)".into(),
         ));
     }
-    if model
-        .get("dropout")
-        .and_then(Value::as_f64)
-        .is_some_and(|d| d > 0.0)
-    {
-        return Err(bad(
-            "model.dropout > 0 is not supported (encoding would be random)".into(),
-        ));
-    }
+    reject_dropout(model, source)?;
     let ignore_merges = model
         .get("ignore_merges")
         .and_then(Value::as_bool)
@@ -126,6 +118,21 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
 }
 
 /// `model.merges` as token-id pairs: `"left right"` strings or `["left", "right"]` pairs.
+/// BPE dropout makes encoding random; a file that asks for it is refused.
+fn reject_dropout(model: &Value, source: &str) -> Result<()> {
+    if model
+        .get("dropout")
+        .and_then(Value::as_f64)
+        .is_some_and(|d| d > 0.0)
+    {
+        return Err(Error::format(
+            source,
+            "model.dropout > 0 is not supported (encoding would be random)",
+        ));
+    }
+    Ok(())
+}
+
 /// `model.vocab` (an object of token -> id) as pairs, each id checked.
 fn parse_vocab<'a>(model: &'a Value, source: &str) -> Result<Vec<(&'a str, u32)>> {
     let bad = |msg: String| Error::format(source, msg);
@@ -202,15 +209,7 @@ fn char_bpe_from_json(
             )));
         }
     }
-    if model
-        .get("dropout")
-        .and_then(Value::as_f64)
-        .is_some_and(|d| d > 0.0)
-    {
-        return Err(bad(
-            "model.dropout > 0 is not supported (encoding would be random)".into(),
-        ));
-    }
+    reject_dropout(model, source)?;
     let flag = |name: &str| model.get(name).and_then(Value::as_bool).unwrap_or(false);
     let entries = parse_vocab(model, source)?;
     let ids: HashMap<&str, u32> = entries.iter().copied().collect();
