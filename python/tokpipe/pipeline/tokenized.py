@@ -187,7 +187,7 @@ class _Split:
                  eos: int | None, shard_size: int) -> None:
         self.out, self.name, self.options = out / name, name, options
         self.dtype = np.dtype(dtype)
-        self.value_type = pa.uint16() if dtype == "uint16" else pa.uint32()
+        self.value_type = pa.from_numpy_dtype(np.dtype(dtype))
         self.eos = eos
         self.documents = 0
         self.tokens = 0
@@ -767,7 +767,6 @@ def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: in
             file_of, starts, lengths, doc_ids = file_of[order], starts[order], lengths[order], doc_ids.take(arrow_of(order))
             del order
             split = splits[name]
-            value_type = pa.uint16() if itemsize == 2 else pa.uint32()
             start = 0
             while start < len(lengths):
                 # Runs that complete the split's pending run, so it never concatenates.
@@ -776,16 +775,18 @@ def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: in
                 values = staged.read(file_of[start:end], starts[start:end], counts * itemsize, itemsize)
                 offsets = np.zeros(end - start + 1, dtype=np.int64)
                 np.cumsum(counts, out=offsets[1:])
-                split.add(doc_ids.slice(start, end - start), _large_lists(offsets, values, value_type))
+                split.add(doc_ids.slice(start, end - start), _large_lists(offsets, values, itemsize))
                 done += end - start
                 start = end
                 update.done = done
                 progress(update)
 
 
-def _large_lists(offsets: Any, values: Any, value_type: pa.DataType) -> pa.LargeListArray:
-    """A large_list array over int64 ``offsets`` (from 0) and flat ``values``, both objects
-    with the buffer protocol (numpy arrays, ``OwnedBuffer``), not copied."""
+def _large_lists(offsets: Any, values: Any, itemsize: int) -> pa.LargeListArray:
+    """A large_list array over int64 ``offsets`` (from 0) and flat unsigned ``values`` of
+    ``itemsize`` bytes, both objects with the buffer protocol (numpy arrays, ``OwnedBuffer``),
+    not copied."""
+    value_type = pa.from_numpy_dtype(np.dtype(f"uint{8 * itemsize}"))
     offsets, values = pa.py_buffer(offsets), pa.py_buffer(values)
     flat = pa.Array.from_buffers(value_type, values.size // value_type.byte_width, [None, values])
     return pa.LargeListArray.from_buffers(pa.large_list(value_type), offsets.size // 8 - 1, [None, offsets],
@@ -938,13 +939,12 @@ class _Gather:
         doc_ids = [src.doc_ids if src.rows is None else src.doc_ids.take(arrow_of(src.rows)) for src in sources]
         self.doc_ids = doc_ids[0] if len(doc_ids) == 1 else pa.concat_arrays(doc_ids)
         self.itemsize = itemsize
-        self.value_type = pa.uint16() if itemsize == 2 else pa.uint32()
 
     def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray]:
         """The documents at positions ``order`` (all, in turn, when None)."""
         pieces, rows = (self.pieces, self.rows) if order is None else (self.pieces[order], self.rows[order])
         offsets, values = _core.gather_lists(self.buffers, self.itemsize, pieces, rows)
-        lists = _large_lists(offsets, values, self.value_type)
+        lists = _large_lists(offsets, values, self.itemsize)
         return (self.doc_ids if order is None else self.doc_ids.take(arrow_of(order))), lists
 
 

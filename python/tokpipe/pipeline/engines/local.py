@@ -178,17 +178,18 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
     kept_writer = _staging_writer(out / "kept", task.index, staging)
     rejected_writer = _staging_writer(out / "rejected", task.index, staging)
     counts = {"kept": 0, "rejected": 0}
-    kept_files: list[str] = []
-    rejected_files: list[str] = []
-
+    files: dict[str, list[str]] = {"kept": [], "rejected": []}
     # Each file's size, recorded in the marker: a resume checks the files against it.
     sizes: dict[str, int] = {}
 
+    def record(kind: str, infos: Sequence[ShardInfo]) -> None:
+        for info in infos:
+            files[kind].append(info.name)
+            sizes[f"{kind}/{info.name}"] = info.bytes
+
     def reject(batch: pa.RecordBatch) -> None:
         counts["rejected"] += batch.num_rows
-        for info in rejected_writer.write(_with_rejection_columns(batch)):
-            rejected_files.append(info.name)
-            sizes[f"rejected/{info.name}"] = info.bytes
+        record("rejected", rejected_writer.write(_with_rejection_columns(batch)))
 
     def batches() -> Iterator[pa.RecordBatch]:
         if k == 0:
@@ -236,15 +237,9 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
                 if closing is not None:
                     batch = batch.append_column(_KEY, closing.keys(batch))
                 counts["kept"] += batch.num_rows
-                for info in kept_writer.write(batch):
-                    kept_files.append(info.name)
-                    sizes[f"kept/{info.name}"] = info.bytes
-        for info in kept_writer.close():
-            kept_files.append(info.name)
-            sizes[f"kept/{info.name}"] = info.bytes
-        for info in rejected_writer.close():
-            rejected_files.append(info.name)
-            sizes[f"rejected/{info.name}"] = info.bytes
+                record("kept", kept_writer.write(batch))
+        record("kept", kept_writer.close())
+        record("rejected", rejected_writer.close())
     except BaseException:
         kept_writer.abort()
         rejected_writer.abort()
@@ -259,7 +254,7 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
         os.replace(tmp, out / f"{task.index:06d}.errors.jsonl")
         sizes[f"{task.index:06d}.errors.jsonl"] = (out / f"{task.index:06d}.errors.jsonl").stat().st_size
     summary = {"task": task.index, "stats": stats, "errors": len(errors), **counts,
-               "kept_files": kept_files, "rejected_files": rejected_files, "sizes": sizes}
+               "kept_files": files["kept"], "rejected_files": files["rejected"], "sizes": sizes}
     _write_json(out / f"{task.index:06d}.json", summary)
     return summary
 
