@@ -25,6 +25,7 @@
 //! ```
 
 use crate::error::{Error, Result};
+use crate::formats::protobuf::write_varint;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -491,16 +492,8 @@ fn put_i32s(out: &mut Vec<u8>, values: &[i32]) -> (i32, i32) {
 /// An RLE run of the RLE/bit-packing hybrid: `count` copies of `value` (a level, < 256,
 /// stored in one byte: every level width here is at most 8 bits).
 fn rle_run(out: &mut Vec<u8>, count: usize, value: u8) {
-    varint(out, (count as u64) << 1);
+    write_varint(out, (count as u64) << 1);
     out.push(value);
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 fn len_i32(n: usize) -> Result<i32> {
@@ -543,7 +536,7 @@ impl<'a> Thrift<'a> {
             self.buf.push(((delta as u8) << 4) | kind);
         } else {
             self.buf.push(kind);
-            varint(self.buf, zigzag(id as i64));
+            write_varint(self.buf, zigzag(id as i64));
         }
         self.last = id;
     }
@@ -555,17 +548,17 @@ impl<'a> Thrift<'a> {
 
     fn i16(&mut self, id: i16, v: i16) {
         self.field(id, I16);
-        varint(self.buf, zigzag(v as i64));
+        write_varint(self.buf, zigzag(v as i64));
     }
 
     fn i32(&mut self, id: i16, v: i32) {
         self.field(id, I32);
-        varint(self.buf, zigzag(v as i64));
+        write_varint(self.buf, zigzag(v as i64));
     }
 
     fn i64(&mut self, id: i16, v: i64) {
         self.field(id, I64);
-        varint(self.buf, zigzag(v));
+        write_varint(self.buf, zigzag(v));
     }
 
     fn bool(&mut self, id: i16, v: bool) {
@@ -574,7 +567,7 @@ impl<'a> Thrift<'a> {
 
     fn binary(&mut self, id: i16, v: &[u8]) {
         self.field(id, BINARY);
-        varint(self.buf, v.len() as u64);
+        write_varint(self.buf, v.len() as u64);
         self.buf.extend_from_slice(v);
     }
 
@@ -600,7 +593,7 @@ impl<'a> Thrift<'a> {
             self.buf.push(((n as u8) << 4) | kind);
         } else {
             self.buf.push(0xF0 | kind);
-            varint(self.buf, n as u64);
+            write_varint(self.buf, n as u64);
         }
     }
 
@@ -613,11 +606,11 @@ impl<'a> Thrift<'a> {
     }
 
     fn list_i32(&mut self, v: i32) {
-        varint(self.buf, zigzag(v as i64));
+        write_varint(self.buf, zigzag(v as i64));
     }
 
     fn list_binary(&mut self, v: &[u8]) {
-        varint(self.buf, v.len() as u64);
+        write_varint(self.buf, v.len() as u64);
         self.buf.extend_from_slice(v);
     }
 }
@@ -660,7 +653,7 @@ mod tests {
         // little-endian groups of 7 bits with a continuation bit.
         assert_eq!([0, -1, 1, -2, i64::MIN].map(zigzag), [0, 1, 2, 3, u64::MAX]);
         let mut out = Vec::new();
-        varint(&mut out, 300);
+        write_varint(&mut out, 300);
         assert_eq!(out, [0b1010_1100, 0b0000_0010]);
     }
 }

@@ -15,6 +15,7 @@ use crate::pre_tokenizers::PreTokenizer;
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 /// Which special tokens `encode` turns into their ids. Anything not allowed is encoded as the
@@ -260,9 +261,9 @@ impl Tokenizer {
     }
 
     /// The token as the model's files spell it (byte-level text for BPE), or the added token.
-    pub fn id_to_token(&self, id: u32) -> Option<std::borrow::Cow<'_, str>> {
+    pub fn id_to_token(&self, id: u32) -> Option<Cow<'_, str>> {
         match self.added_by_id.get(&id) {
-            Some(&i) => Some(std::borrow::Cow::Borrowed(self.added[i].content.as_str())),
+            Some(&i) => Some(Cow::Borrowed(self.added[i].content.as_str())),
             None => self.model.id_to_token(id),
         }
     }
@@ -377,26 +378,24 @@ impl Tokenizer {
             return Ok(());
         }
         match &self.normalizer {
-            // Metaspace's `first` needs to know whether normalizing dropped the stretch's
-            // first characters (HF's alignments).
-            Some(n) if at_start && self.pre.prepends_first_only() => {
-                let (normalized, from_start) = n.normalize_from_start(text);
-                self.encode_normalized(&normalized, from_start, out)
-            }
             // sentencepiece's normalizer always writes new text (`▁`): into a buffer reused
             // across calls, not a fresh allocation per document.
-            Some(Normalizer::SentencePiece(n)) => NORMALIZED.with(|buf| {
-                let mut buf = buf.take();
-                n.normalize_into(text, &mut buf);
-                let result = self.encode_normalized(&buf, at_start, out);
-                // Kept for the next document, unless a huge one made it huge.
-                if buf.capacity() <= KEEP_SCRATCH_BYTES {
-                    NORMALIZED.set(buf);
-                }
-                result
-            }),
-            Some(n) => self.encode_normalized(&n.normalize(text), at_start, out),
-            None => self.encode_normalized(text, at_start, out),
+            Some(Normalizer::SentencePiece(n)) if !(at_start && self.pre.prepends_first_only()) => {
+                NORMALIZED.with(|buf| {
+                    let mut buf = buf.take();
+                    n.normalize_into(text, &mut buf);
+                    let result = self.encode_normalized(&buf, at_start, out);
+                    // Kept for the next document, unless a huge one made it huge.
+                    if buf.capacity() <= KEEP_SCRATCH_BYTES {
+                        NORMALIZED.set(buf);
+                    }
+                    result
+                })
+            }
+            _ => {
+                let (normalized, at_start) = self.normalize_stretch(text, at_start);
+                self.encode_normalized(&normalized, at_start, out)
+            }
         }
     }
 
@@ -563,6 +562,17 @@ enum Stretch<'t> {
 }
 
 impl Tokenizer {
+    /// A stretch of text normalized, and whether it still starts at the stretch's start:
+    /// Metaspace's `first` needs to know whether normalizing dropped the first characters
+    /// (HF's alignments, see `normalize_from_start`).
+    fn normalize_stretch<'t>(&self, text: &'t str, at_start: bool) -> (Cow<'t, str>, bool) {
+        match &self.normalizer {
+            Some(n) if at_start && self.pre.prepends_first_only() => n.normalize_from_start(text),
+            Some(n) => (n.normalize(text), at_start),
+            None => (Cow::Borrowed(text), at_start),
+        }
+    }
+
     fn spm_pieces_for_decode(&self) -> Result<&[crate::models::unigram::Piece]> {
         self.model.spm_pieces().ok_or_else(|| {
             Error::InvalidArgument("the sentencepiece decoder needs a sentencepiece model".into())
@@ -574,7 +584,7 @@ impl Tokenizer {
     fn shown_tokens<'a>(
         &'a self,
         ids: &'a [u32],
-    ) -> impl Iterator<Item = Result<std::borrow::Cow<'a, str>>> + 'a {
+    ) -> impl Iterator<Item = Result<Cow<'a, str>>> + 'a {
         ids.iter()
             .filter(|id| {
                 !self
@@ -617,13 +627,7 @@ impl Tokenizer {
                 Stretch::Added(id) => segments.push(OwnedSegment::Token(id)),
                 Stretch::Text("", _) => {}
                 Stretch::Text(t, at_start) => {
-                    let (normalized, at_start) = match &self.normalizer {
-                        Some(n) if at_start && self.pre.prepends_first_only() => {
-                            n.normalize_from_start(t)
-                        }
-                        Some(n) => (n.normalize(t), at_start),
-                        None => (std::borrow::Cow::Borrowed(t), at_start),
-                    };
+                    let (normalized, at_start) = self.normalize_stretch(t, at_start);
                     match &self.pre {
                         PreTokenizer::Whole => {
                             segments.push(OwnedSegment::Text(normalized.into_owned()))

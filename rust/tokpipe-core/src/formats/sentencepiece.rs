@@ -681,10 +681,7 @@ fn spm_view(model: &ModelWrapper) -> std::result::Result<SpmView<'_>, String> {
         ModelWrapper::Bpe(m) if !m.is_byte_level() => {
             // HF's byte fallback finds byte tokens one by one; sentencepiece's needs all 256
             // (Llama's converter sets the flag whether the model has them or not).
-            let all_bytes = (0..=255u8).all(|b| {
-                m.token_id(crate::models::unigram::byte_piece(b).as_bytes())
-                    .is_some()
-            });
+            let all_bytes = m.knows_every_byte();
             let common = |pieces, semantics| SpmView {
                 pieces,
                 semantics,

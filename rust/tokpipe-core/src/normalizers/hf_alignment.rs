@@ -41,20 +41,27 @@ impl Normalizer {
                 (text, align)
             }
             Normalizer::Replace(r) => {
-                let out = r.apply(&text);
-                if matches!(out, Cow::Borrowed(_)) {
+                // The matches found once give both the text and its alignment (`r.apply`
+                // replaces these same matches).
+                let found = r.matches(&text);
+                if found.is_empty() {
                     return (text, align);
                 }
-                let mut new_align = Vec::with_capacity(out.len());
+                let content = r.content();
+                let mut out = String::with_capacity(text.len());
+                let mut new_align = Vec::with_capacity(text.len());
                 let mut last = 0;
-                for (start, end) in r.matches(&text) {
+                for (start, end) in found {
+                    out.push_str(&text[last..start]);
+                    out.push_str(content);
                     new_align.extend_from_slice(&align[last..start]);
                     let inherit = if end < 1 { 0 } else { align[end - 1] };
-                    new_align.extend(std::iter::repeat_n(inherit, r.content().len()));
+                    new_align.extend(std::iter::repeat_n(inherit, content.len()));
                     last = end;
                 }
+                out.push_str(&text[last..]);
                 new_align.extend_from_slice(&align[last..]);
-                (Cow::Owned(out.into_owned()), new_align)
+                (Cow::Owned(out), new_align)
             }
             Normalizer::Strip { left, right } => {
                 let mut s: &str = &text;

@@ -30,6 +30,7 @@
 use super::chars::in_ranges;
 use super::lines::py_strip;
 use super::StrColumn;
+use crate::normalizers::sentencepiece::utf8_len;
 use hashbrown::HashTable;
 use rayon::prelude::*;
 use std::hash::BuildHasher;
@@ -125,17 +126,6 @@ fn simple_lowercase(c: char) -> char {
         (Some(l), None) => l,
         _ if c == '\u{130}' => 'i',
         _ => c,
-    }
-}
-
-/// The byte length of a UTF-8 sequence from its first byte.
-#[inline]
-fn utf8_len(first: u8) -> usize {
-    match first {
-        0x00..=0x7F => 1,
-        0xC0..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        _ => 4,
     }
 }
 

@@ -50,10 +50,10 @@
 // proposal in the text, so cutting it into words would change the answer). No trained model has
 // either; edited ones may.
 
-use super::model::{pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
+use super::model::{merge_table, pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
 use crate::error::{Error, Result};
 use crate::models::unigram::SpmExtras;
-use crate::models::unigram::{byte_piece, index_spm_pieces, Piece, PieceKind, Semantics};
+use crate::models::unigram::{byte_piece_ids, index_spm_pieces, Piece, PieceKind, Semantics};
 use crate::normalizers::sentencepiece::{utf8_len, UserDefined, SPACE_SYMBOL};
 use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
@@ -325,30 +325,10 @@ impl BpeModel {
         c.byte_fallback = byte_fallback;
         c.fuse_unk = fuse_unk;
         if byte_fallback {
-            for b in 0..=255u8 {
-                if let Some(&id) = token_to_id.get(byte_piece(b).as_bytes()) {
-                    c.byte_tokens[b as usize] = id;
-                }
-            }
+            c.byte_tokens =
+                byte_piece_ids(NO_TOKEN, |piece| token_to_id.get(piece.as_bytes()).copied());
         }
-        let mut merges = FxHashMap::default();
-        for (rank, &(l, r)) in merge_list.iter().enumerate() {
-            let text = |id: u32| tokens.get(id as usize).and_then(|t| t.as_deref());
-            let (Some(lt), Some(rt)) = (text(l), text(r)) else {
-                return Err(bad(format!(
-                    "merge #{rank} refers to unknown token id {l} or {r}"
-                )));
-            };
-            let joined = [lt, rt].concat();
-            let Some(&id) = token_to_id.get(joined.as_slice()) else {
-                return Err(bad(format!(
-                    "merge #{rank} ({:?} + {:?}) makes a token missing from the vocabulary",
-                    String::from_utf8_lossy(lt),
-                    String::from_utf8_lossy(rt)
-                )));
-            };
-            merges.insert(pair_key(l, r), (rank as u32, id));
-        }
+        let merges = merge_table(&tokens, &token_to_id, &merge_list, source)?;
         Self::finish_chars(
             c,
             tokens,
@@ -469,6 +449,14 @@ impl BpeModel {
     /// HF's `byte_fallback` (sentencepiece's trainer flag of that name).
     pub fn byte_fallback(&self) -> bool {
         self.chars.as_ref().is_some_and(|c| c.byte_fallback)
+    }
+
+    /// Whether a `<0xNN>` token exists for every byte (the table is filled whenever byte
+    /// fallback is on).
+    pub(crate) fn knows_every_byte(&self) -> bool {
+        self.chars
+            .as_ref()
+            .is_some_and(|c| !c.byte_tokens.contains(&NO_TOKEN))
     }
 
     /// HF's `fuse_unk`.
@@ -821,6 +809,7 @@ impl<'t> Proposals<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::unigram::byte_piece;
     use crate::models::unigram::nbest::SplitMix64;
 
     const ALPHABET: [&str; 6] = ["a", "b", "c", "d", "▁", "日"];

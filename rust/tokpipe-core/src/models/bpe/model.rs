@@ -65,6 +65,39 @@ pub struct BpeModel {
 }
 
 #[inline]
+/// The merge table of an ordered merge list: for each pair, its priority (its position; a
+/// repeated pair keeps its later one) and the token it makes, which must be in the vocabulary.
+pub(super) fn merge_table(
+    tokens: &[Option<Box<[u8]>>],
+    token_to_id: &FxHashMap<Box<[u8]>, u32>,
+    merge_list: &[(u32, u32)],
+    source: &str,
+) -> Result<FxHashMap<u64, (u32, u32)>> {
+    let mut merges = FxHashMap::default();
+    for (prio, &(l, r)) in merge_list.iter().enumerate() {
+        let get = |id: u32| tokens.get(id as usize).and_then(|t| t.as_deref());
+        let (Some(lb), Some(rb)) = (get(l), get(r)) else {
+            return Err(Error::format(
+                source,
+                format!("merge #{prio} refers to unknown token id {l} or {r}"),
+            ));
+        };
+        let joined = [lb, rb].concat();
+        let Some(&new_id) = token_to_id.get(joined.as_slice()) else {
+            return Err(Error::format(
+                source,
+                format!(
+                    "merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary",
+                    String::from_utf8_lossy(lb),
+                    String::from_utf8_lossy(rb)
+                ),
+            ));
+        };
+        merges.insert(pair_key(l, r), (prio as u32, new_id));
+    }
+    Ok(merges)
+}
+
 pub(super) fn pair_key(left: u32, right: u32) -> u64 {
     ((left as u64) << 32) | right as u64
 }
@@ -110,28 +143,7 @@ impl BpeModel {
         source: &str,
     ) -> Result<Self> {
         let (tokens, token_to_id, byte_ids) = Self::index_vocab(vocab, source)?;
-        let mut merges = FxHashMap::default();
-        for (prio, &(l, r)) in merge_list.iter().enumerate() {
-            let get = |id: u32| tokens.get(id as usize).and_then(|t| t.as_deref());
-            let (Some(lb), Some(rb)) = (get(l), get(r)) else {
-                return Err(Error::format(
-                    source,
-                    format!("merge #{prio} refers to unknown token id {l} or {r}"),
-                ));
-            };
-            let joined = [lb, rb].concat();
-            let Some(&new_id) = token_to_id.get(joined.as_slice()) else {
-                return Err(Error::format(
-                    source,
-                    format!(
-                        "merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary",
-                        String::from_utf8_lossy(lb),
-                        String::from_utf8_lossy(rb)
-                    ),
-                ));
-            };
-            merges.insert(pair_key(l, r), (prio as u32, new_id));
-        }
+        let merges = merge_table(&tokens, &token_to_id, &merge_list, source)?;
         let mut model = BpeModel {
             atomic: vec![false; tokens.len()],
             tokens,

@@ -10,4 +10,6 @@ pub mod trainer;
 mod trie;
 
 pub(crate) use model::index_spm_pieces;
-pub use model::{byte_piece, piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};
+pub use model::{
+    byte_piece, byte_piece_ids, piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel,
+};

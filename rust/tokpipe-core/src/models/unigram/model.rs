@@ -214,6 +214,17 @@ pub fn byte_piece(b: u8) -> String {
     format!("<0x{b:02X}>")
 }
 
+/// The id of each byte's `<0xNN>` piece as `lookup` finds it; `missing` where it finds none.
+pub fn byte_piece_ids(missing: u32, lookup: impl Fn(&str) -> Option<u32>) -> Box<[u32; 256]> {
+    let mut ids = Box::new([missing; 256]);
+    for b in 0..=255u8 {
+        if let Some(id) = lookup(&byte_piece(b)) {
+            ids[b as usize] = id;
+        }
+    }
+    ids
+}
+
 /// The byte a `<0xNN>` piece stands for.
 pub fn piece_byte(piece: &str) -> Option<u8> {
     let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
@@ -306,8 +317,6 @@ pub struct UnigramModel {
     /// The score of an unknown character.
     unk_score32: f32,
     unk_score64: f64,
-    /// sentencepiece's `min_score_` over NORMAL pieces.
-    min_score: f32,
     /// The longest piece, in bytes.
     max_piece_bytes: usize,
     /// What a `.model` held beyond the pieces, for writing it back unchanged.
@@ -372,11 +381,7 @@ impl UnigramModel {
                     vocab.insert(p.text.as_str().into(), id as u32);
                 }
                 if byte_fallback {
-                    for b in 0..=255u8 {
-                        if let Some(&id) = vocab.get(byte_piece(b).as_str()) {
-                            byte_ids[b as usize] = id;
-                        }
-                    }
+                    byte_ids = byte_piece_ids(NONE, |piece| vocab.get(piece).copied());
                 }
                 let unk = unk_id
                     .ok_or_else(|| bad("a Unigram model without unk_id is not supported".into()))?;
@@ -409,9 +414,6 @@ impl UnigramModel {
                         // path without a piece is the same.
                         _ => continue,
                     };
-                    if p.text.contains('\0') {
-                        continue;
-                    }
                     scores32[id] = score;
                     keys.push((p.text.as_bytes(), id as u32));
                 }
@@ -442,7 +444,6 @@ impl UnigramModel {
             scores64,
             unk_score32: min_score - UNK_PENALTY,
             unk_score64,
-            min_score,
             max_piece_bytes: keys_max,
             spm_extras: None,
         })
@@ -490,8 +491,13 @@ impl UnigramModel {
         &self.trie
     }
 
-    pub(crate) fn min_score(&self) -> f32 {
-        self.min_score
+    /// The score of an unknown character's node: the lowest piece score less the penalty,
+    /// computed once at load in the model's precision (f32 for sentencepiece, f64 for HF).
+    pub(crate) fn unk_score(&self) -> f32 {
+        match self.semantics {
+            Semantics::SentencePiece => self.unk_score32,
+            Semantics::HuggingFace => self.unk_score64 as f32,
+        }
     }
 
     /// The ids of `text`, appended to `out`: the best segmentation, unknown runs fused or

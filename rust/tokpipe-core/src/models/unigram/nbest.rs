@@ -240,20 +240,6 @@ impl UnigramModel {
         }
     }
 
-    fn unk_node_score(&self) -> f32 {
-        match self.semantics() {
-            Semantics::SentencePiece => self.min_score() - 10.0,
-            Semantics::HuggingFace => {
-                let min = self
-                    .pieces()
-                    .iter()
-                    .map(|p| p.score)
-                    .fold(f64::INFINITY, f64::min);
-                (min - 10.0) as f32
-            }
-        }
-    }
-
     /// sentencepiece's `PopulateNodes` over the segments.
     fn lattice(&self, segments: &[Segment<'_>]) -> Lattice {
         // Character positions of the whole text, segment by segment; a token is one position.
@@ -331,7 +317,7 @@ impl UnigramModel {
                                 pos,
                                 length: 1,
                                 id: self.unk_or_none(),
-                                score: self.unk_node_score(),
+                                score: self.unk_score(),
                                 backtrace: 0.0,
                             });
                         }
