@@ -122,7 +122,10 @@ def read_megatron(prefix: Path) -> tuple[np.dtype, list[np.ndarray]]:
     assert at + 8 * documents == len(raw)
     assert doc_index.tolist() == list(range(sequences + 1))
     data = np.memmap(prefix.with_suffix(".bin"), dtype=np.uint8, mode="r")
-    assert int(pointers[-1]) + int(lengths[-1]) * dtype.itemsize == len(data)
+    # The sequences need not be in .bin order, but they tile it: each byte is in exactly one.
+    order = np.argsort(pointers, kind="stable")
+    ends = pointers[order] + lengths[order].astype(np.int64) * dtype.itemsize
+    assert (pointers[order][1:] == ends[:-1]).all() and (not len(ends) or (pointers[order][0] == 0 and ends[-1] == len(data)))
     docs = [np.frombuffer(data, dtype=dtype, count=int(n), offset=int(p)) for n, p in zip(lengths, pointers)]
     return dtype, docs
 
@@ -164,8 +167,11 @@ def test_documents_are_tiktokens_ids_in_the_seeded_order(corpus: Path, tmp_path:
     assert manifest["splits"]["train"]["megatron"]["dtype"] == "uint16"
 
 
-def test_megatron_cores_indexed_dataset_reads_the_output(corpus: Path, tmp_path: Path,
-                                                         records: list[dict[str, str]]) -> None:
+@pytest.mark.parametrize("shuffle, workers, val_fraction", [(False, 1, 0.0), (True, 1, 0.0), (True, 2, 0.2)])
+def test_megatron_cores_indexed_dataset_reads_the_output(corpus: Path, tmp_path: Path, records: list[dict[str, str]],
+                                                         shuffle: bool, workers: int, val_fraction: float) -> None:
+    """megatron-core reads each split's documents in output order, also when the .idx lists
+    them in shuffled order over a .bin in input order (linked from the staging, or copied)."""
     import warnings
 
     with warnings.catch_warnings():
@@ -174,14 +180,38 @@ def test_megatron_cores_indexed_dataset_reads_the_output(corpus: Path, tmp_path:
         from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     out = tmp_path / "out"
-    tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("megatron",), shuffle=False), run_options())
+    seed = 6
+    tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("megatron",), shuffle=shuffle, seed=seed,
+                                                        val_fraction=val_fraction), run_options(workers))
     docs = expected_docs(records)
-    dataset = IndexedDataset(str(out / "train" / "megatron"))
-    assert len(dataset) == len(docs)
-    assert dataset.index.dtype == np.uint16
-    assert list(dataset.document_indices) == list(range(len(docs) + 1))
-    for i, (_, ids) in enumerate(docs):
-        assert dataset[i].tolist() == ids
+    order = expected_order(len(docs), seed) if shuffle else list(range(len(docs)))
+    val = {p for p in range(len(docs)) if is_val(p, seed, val_fraction)}
+    for split, positions in (("train", [p for p in order if p not in val]), ("val", [p for p in order if p in val])):
+        if not positions:
+            continue
+        dataset = IndexedDataset(str(out / split / "megatron"))
+        assert len(dataset) == len(positions)
+        assert dataset.index.dtype == np.uint16
+        assert list(dataset.document_indices) == list(range(len(positions) + 1))
+        for i, p in enumerate(positions):
+            assert dataset[i].tolist() == docs[p][1]
+        assert read_megatron(out / split / "megatron")[1][0].tolist() == docs[positions[0]][1]
+
+
+def test_the_bin_is_the_staging_linked_or_copied_to_the_same_bytes(corpus: Path, tmp_path: Path) -> None:
+    """One worker stages every task's ids in order in one file: that file is the train .bin
+    (a hard link, no second copy). Two workers stage into two files, interleaved: the .bin
+    is copied together in task order, to the same bytes."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=9, seq_len=40, pack=True)
+    one, two = tmp_path / "one", tmp_path / "two"
+    tokenize_corpus([str(corpus)], one, options, run_options(1))
+    tokenize_corpus([str(corpus)], two, options, run_options(2))
+    staged = sorted((one / ".tokpipe" / "seg0" / "kept").glob("ids-*.bin"))
+    assert len(staged) == 1
+    assert os.path.samefile(staged[0], one / "train" / "megatron.bin")
+    assert len(list((two / ".tokpipe" / "seg0" / "kept").glob("ids-*.bin"))) == 2
+    assert (two / "train" / "megatron.bin").stat().st_nlink == 1
+    assert digest(one) == digest(two)
 
 
 def test_packed_rows_are_the_shuffled_stream_cut_every_n_plus_1(corpus: Path, tmp_path: Path,
@@ -302,6 +332,25 @@ def test_damaged_staging_is_found_and_its_task_redone(corpus: Path, tmp_path: Pa
     assert resumed.tasks_run == 3
     assert digest(out) == digest(reference)
     assert resumed.manifest["totals"] == json.loads((reference / "manifest.json").read_text())["totals"]
+
+
+def test_a_short_ids_file_redoes_the_tasks_past_its_end(corpus: Path, tmp_path: Path) -> None:
+    """The raw ids file has no magic bytes: a task whose ids range ends past the file's end
+    (what a power loss can leave) is redone, and only those tasks."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=2)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    tokenize_corpus([str(corpus)], reference, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    seg = out / ".tokpipe" / "seg0"
+    (ids,) = sorted((seg / "kept").glob("ids-*.bin"))
+    ends = sorted(json.loads(m.read_text())["ids"]["end"] for m in seg.glob("*.json"))
+    cut = ends[len(ends) // 2] - 1
+    os.unlink(out / "train" / "megatron.bin")  # the .bin is the same file: cut the staging alone
+    with open(ids, "r+b") as f:
+        f.truncate(cut)
+    resumed = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    assert resumed.tasks_run == sum(end > cut for end in ends) < first.tasks_run
+    assert digest(out) == digest(reference)
 
 
 def test_a_clean_output_folder_is_an_input(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:

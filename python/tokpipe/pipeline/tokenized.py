@@ -82,6 +82,7 @@ from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
 from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
+from tokpipe.pipeline.writers.ids_staging import close_ids_files
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter
 
 __all__ = ["TokenizeOptions", "TokenizeResult", "tokenize_corpus", "shuffle_keys", "val_mask", "FORMAT",
@@ -201,12 +202,12 @@ class _Split:
         self._parquet = ParquetShardWriter(self.out, 0, shard_size, use_dictionary=False,
                                            file_format="packed" if options.pack else "parquet") \
             if "parquet" in options.formats else None
-        self._megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
+        self.megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
             if "megatron" in options.formats else None
         self._doc_writer: pq.ParquetWriter | None = None
         self._doc_tmp = self.out / ".documents.parquet.tmp"
         self._carry = np.zeros(0, dtype=self.dtype)
-        self._pending: deque[tuple[pa.Array, pa.Array]] = deque()
+        self._pending: deque[tuple[pa.Array, pa.Array, np.ndarray | None]] = deque()
         # Two writer threads, each in order: the Parquet shards, and documents.parquet with the
         # Megatron pair. Encoding, compression and file writes release the GIL, so both run
         # beside the thread that gathers the next documents.
@@ -219,11 +220,15 @@ class _Split:
         self.dropped_tail_tokens = 0
         self.padded_tokens = 0
 
-    def add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
-        """Documents in output order: their ids and token lists (large_list). They are
-        written in runs of ``_WRITE_ROWS`` documents whatever the cut of the calls, so the
-        files' bytes (row groups) do not depend on how the shuffle bucketed the documents."""
-        self._pending.append((doc_ids, ids))
+    def add(self, doc_ids: pa.Array, ids: pa.Array, pointers: np.ndarray | None = None) -> None:
+        """Documents in output order: their ids, token lists (large_list) and, when a
+        Megatron pair is written, their byte positions in its ``.bin`` (``_BinLayout``).
+        They are written in runs of ``_WRITE_ROWS`` documents whatever the cut of the
+        calls, so the files' bytes (row groups) do not depend on how the shuffle bucketed
+        the documents."""
+        if self.megatron is not None and pointers is None:
+            raise ValueError("the Megatron index needs each document's pointer")
+        self._pending.append((doc_ids, ids, pointers))
         self._pending_rows += len(doc_ids)
         while self._pending_rows >= _WRITE_ROWS:
             self._drain(_WRITE_ROWS)
@@ -237,24 +242,25 @@ class _Split:
     def _drain(self, rows: int) -> None:
         """Writes the first ``rows`` pending documents, concatenating only the pieces they
         span."""
-        parts: list[tuple[pa.Array, pa.Array]] = []
+        parts: list[tuple[pa.Array, pa.Array, np.ndarray | None]] = []
         need = rows
         while need:
-            doc_ids, ids = self._pending[0]
+            doc_ids, ids, pointers = self._pending[0]
             if len(doc_ids) <= need:
                 parts.append(self._pending.popleft())
                 need -= len(doc_ids)
             else:
-                parts.append((doc_ids.slice(0, need), ids.slice(0, need)))
-                self._pending[0] = (doc_ids.slice(need), ids.slice(need))
+                parts.append((doc_ids.slice(0, need), ids.slice(0, need), None if pointers is None else pointers[:need]))
+                self._pending[0] = (doc_ids.slice(need), ids.slice(need), None if pointers is None else pointers[need:])
                 need = 0
         self._pending_rows -= rows
         if len(parts) == 1:
             self._add(*parts[0])
         else:
-            self._add(pa.concat_arrays([d for d, _ in parts]), pa.concat_arrays([i for _, i in parts]))
+            pointers = None if parts[0][2] is None else np.concatenate([p for _, _, p in parts])  # type: ignore[misc]
+            self._add(pa.concat_arrays([d for d, _, _ in parts]), pa.concat_arrays([i for _, i, _ in parts]), pointers)
 
-    def _add(self, doc_ids: pa.Array, ids: pa.Array) -> None:
+    def _add(self, doc_ids: pa.Array, ids: pa.Array, pointers: np.ndarray | None) -> None:
         offsets, values = list_buffers(ids)
         lengths = np.diff(offsets)
         flat = values[offsets[0]:offsets[-1]]
@@ -275,13 +281,13 @@ class _Split:
             self.out.mkdir(parents=True, exist_ok=True)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
                                                 compression="zstd")
-        doc_writer, megatron = self._doc_writer, self._megatron
+        doc_writer, megatron = self._doc_writer, self.megatron
         record = pa.record_batch([doc_ids.cast(pa.string()), arrow_of(lengths.astype(np.int32))], names=[ID, LENGTH])
 
         def write_documents() -> None:
             doc_writer.write_batch(record)
             if megatron is not None:
-                megatron.add(flat, lengths)
+                megatron.add(lengths, pointers)
 
         self._side_flight.append(self._side.submit(write_documents))
         while len(self._side_flight) > _IN_FLIGHT:
@@ -365,11 +371,11 @@ class _Split:
                 summary["packed"] = {"rows": self.rows, "row_tokens": (self.options.seq_len or 0) + 1,
                                      "dropped_tail_tokens": self.dropped_tail_tokens,
                                      "padded_tokens": self.padded_tokens}
-        if self._megatron is not None:
-            documents = self._megatron.close()
-            summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self._megatron.dtype.name,
-                                   "documents": documents, "tokens": self._megatron.tokens,
-                                   "bin_bytes": self._megatron.bin_path.stat().st_size}
+        if self.megatron is not None:
+            documents = self.megatron.close()
+            summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self.megatron.dtype.name,
+                                   "documents": documents, "tokens": self.megatron.tokens,
+                                   "bin_bytes": self.megatron.bin_path.stat().st_size}
         if self._doc_writer is None:
             self.out.mkdir(parents=True, exist_ok=True)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]))
@@ -399,8 +405,8 @@ class _Split:
         self._side.shutdown(wait=True, cancel_futures=True)
         if self._parquet is not None:
             self._parquet.abort()
-        if self._megatron is not None:
-            self._megatron.abort()
+        if self.megatron is not None:
+            self.megatron.abort()
         if self._doc_writer is not None:
             self._doc_writer.close()
         self._doc_tmp.unlink(missing_ok=True)
@@ -426,11 +432,12 @@ class _TokenizeExecutor(LocalExecutor):
         pool = self._pool(min(workers, len(todo)))
         try:
             self._map(pool, "tokenizing", [(_run_segment_task, (str(self.state), 0, t, (specs, None), None, reader,
-                                                                "arrow")) for t in todo],
+                                                                "ids")) for t in todo],
                       sizes=[_task_bytes(t) for t in todo])
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+            close_ids_files()
 
 
 class _Streamer:
@@ -440,9 +447,9 @@ class _Streamer:
     the same as writing them all afterwards: the same documents in the same order."""
 
     def __init__(self, tasks: list[Task], state: Path, options: TokenizeOptions, splits: dict[str, _Split],
-                 itemsize: int) -> None:
+                 itemsize: int, layout: _BinLayout) -> None:
         self._tasks, self._state, self._options, self._splits = tasks, state, options, splits
-        self._itemsize = itemsize
+        self._itemsize, self._layout = itemsize, layout
         self._wake = threading.Condition()
         self._stopped = False
         self._error: BaseException | None = None
@@ -470,8 +477,9 @@ class _Streamer:
                         self._wake.wait(timeout=0.5)
                     if self._stopped:
                         return
-                files = [self._state / "seg0" / "kept" / name for name in _summary(self._state, 0, task.index)["kept_files"]]
-                position = _write_in_order(_staged([files]), position, self._options, self._splits, self._itemsize)
+                staged = _StagedTask.of(self._state, _summary(self._state, 0, task.index))
+                position = _write_in_order(_staged([staged], self._itemsize), position, self._options, self._splits,
+                                           self._itemsize, self._layout)
         except BaseException as error:  # noqa: BLE001 - raised in the caller's thread by finish()
             self._error = error
 
@@ -543,7 +551,8 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
         splits = {name: _Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size)
                   for name in SPLITS}
         if not options.shuffle:
-            streamer = _Streamer(tasks, state, options, splits, itemsize)
+            streamer = _Streamer(tasks, state, options, splits, itemsize,
+                                 _BinLayout(options, megatron_dtype(tokenizer.vocab_size).itemsize))
             executor.progress = lambda update: (progress(update), streamer.notify())  # type: ignore[union-attr]
     saved = os.environ.get("RAYON_NUM_THREADS")
     if options.threads:
@@ -574,14 +583,15 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
         if previous is not None:
             return TokenizeResult(out, previous, stats, 0)
 
+        staged = [_StagedTask.of(state, s) for s in summaries]
+        _write_bins(staged, itemsize, options, splits)
         if streamer is not None:
             streamer.finish()
         else:
-            files = [[state / "seg0" / "kept" / name for name in s["kept_files"]] for s in summaries]
             documents = sum(int(s["kept"]) for s in summaries)
             tokens = int(stats["tokenize"].extra.get("tokens", 0)) if "tokenize" in stats else 0
             shutil.rmtree(scratch, ignore_errors=True)
-            _write_shuffled(files, documents, tokens, itemsize, options, splits, scratch, progress)
+            _write_shuffled(staged, documents, tokens, itemsize, options, splits, scratch, progress)
         summaries_out = {name: split.close() for name, split in splits.items()}
     except BaseException:
         if streamer is not None:
@@ -610,48 +620,170 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     return TokenizeResult(out, manifest, ordered, len(todo))
 
 
-def _staged(files: list[list[Path]]) -> Iterator[pa.RecordBatch]:
-    """The staged documents (``id``, ``input_ids``), task after task, as record batches over
-    memory maps of the staging files: nothing is decoded or copied to read them."""
-    for task_files in files:
-        for path in task_files:
+@dataclass(frozen=True)
+class _StagedTask:
+    """What phase 1 staged for one task (``writers.ids_staging``): its documents' ids and
+    lengths (Arrow IPC files, in order) and the byte range [start, end) of its token ids in
+    an ids file (None when it kept no document)."""
+
+    meta: list[Path]
+    ids: Path | None
+    start: int
+    end: int
+
+    @staticmethod
+    def of(state: Path, summary: dict[str, Any]) -> _StagedTask:
+        kept = state / "seg0" / "kept"
+        ids = summary.get("ids")
+        if ids is None:
+            raise PipelineError(f"task {summary['task']} was staged by an older tokpipe: delete {state} and rerun")
+        return _StagedTask([kept / name for name in summary["kept_files"]],
+                           kept / ids["file"] if ids["end"] > ids["start"] else None, ids["start"], ids["end"])
+
+
+@dataclass
+class _StagedBatch:
+    """A staged record batch, for reading its documents' ids in place: its ids file (a
+    number in the run's list of ids files), the byte position in that file of its first id,
+    its int64 list offsets (from 0), and its document ids."""
+
+    file: int
+    base: int
+    offsets: np.ndarray
+    doc_ids: pa.Array
+
+
+def _staged_batches(tasks: list[_StagedTask], itemsize: int) -> tuple[list[Path], list[_StagedBatch]]:
+    """The run's ids files, and every staged batch in input order. Only ids and lengths are
+    read (a few bytes a document); the token ids stay on disk."""
+    files: dict[Path, int] = {}
+    batches = []
+    for task in tasks:
+        base = task.start
+        number = files.setdefault(task.ids, len(files)) if task.ids is not None else -1
+        for path in task.meta:
             reader = pa.ipc.open_file(pa.memory_map(str(path)))
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
-                yield batch.select([ID, INPUT_IDS])
+                offsets = np.zeros(batch.num_rows + 1, dtype=np.int64)
+                np.cumsum(numpy_of(batch.column(LENGTH)), out=offsets[1:])
+                batches.append(_StagedBatch(number, base, offsets, batch.column(ID)))
+                base += int(offsets[-1]) * itemsize
+        if base != task.end:
+            raise PipelineError(f"{task.meta}: the staged lengths do not add up to the ids staged ({task.ids})")
+    return list(files), batches
+
+
+def _staged(tasks: list[_StagedTask], itemsize: int) -> Iterator[pa.RecordBatch]:
+    """The staged documents (``id``, ``input_ids``), task after task, as record batches over
+    memory maps of the staging files: nothing is decoded or copied to read them."""
+    files, batches = _staged_batches(tasks, itemsize)
+    maps = [pa.memory_map(str(path)) for path in files]
+    for batch in batches:
+        values = maps[batch.file].read_at(int(batch.offsets[-1]) * itemsize, batch.base) if batch.file >= 0 \
+            else pa.py_buffer(b"")
+        yield pa.record_batch([batch.doc_ids, _large_lists(batch.offsets, values, itemsize)], names=[ID, INPUT_IDS])
+
+
+class _BinLayout:
+    """Where each document's ids are in its split's Megatron ``.bin``: the split's documents
+    in input order, back to back (each cut to a row, ``seq_len + 1`` tokens, when
+    truncating), at the ``.bin``'s dtype. ``pointers`` takes the documents of a split in
+    input order, a run at a time, and returns their byte positions."""
+
+    def __init__(self, options: TokenizeOptions, width: int) -> None:
+        self.limit = options.seq_len + 1 if options.truncate and options.seq_len else None
+        self.width = width
+        self.next = {name: 0 for name in SPLITS}
+
+    def lengths(self, lengths: np.ndarray) -> np.ndarray:
+        return lengths if self.limit is None else np.minimum(lengths, self.limit)
+
+    def pointers(self, split: str, lengths: np.ndarray) -> np.ndarray:
+        ends = np.cumsum(self.lengths(lengths), dtype=np.int64) * self.width + self.next[split]
+        pointers = np.empty_like(ends)
+        pointers[:1] = self.next[split]
+        pointers[1:] = ends[:-1]
+        if len(ends):
+            self.next[split] = int(ends[-1])
+        return pointers
+
+
+def _write_bins(tasks: list[_StagedTask], itemsize: int, options: TokenizeOptions, splits: dict[str, _Split]) -> None:
+    """Each split's Megatron ``.bin`` (``_BinLayout``). When the staging already is the
+    train split's ``.bin`` (one ids file holding every task's ids in task order, at the
+    ``.bin``'s width, nothing truncated and no validation split), the ``.bin`` is that
+    file, linked; otherwise the documents are copied into place in input order."""
+    bins = {name: split.megatron for name, split in splits.items() if split.megatron is not None}
+    ranges = [(t.ids, t.start, t.end) for t in tasks if t.ids is not None]
+    if not bins or not ranges:
+        return
+    width = bins["train"].dtype.itemsize
+    first = ranges[0][0]
+    assert first is not None
+    in_place = all(path == first and start == (ranges[i - 1][2] if i else 0)
+                   for i, (path, start, _) in enumerate(ranges)) and os.path.getsize(first) == ranges[-1][2]
+    if in_place and width == itemsize and options.val_fraction == 0 and not options.truncate:
+        bins["train"].link_bin(first)
+        return
+    layout = _BinLayout(options, width)
+    files, batches = _staged_batches(tasks, itemsize)
+    reader = _core.StagedFiles([str(p) for p in files])
+    dtype = np.dtype(f"uint{8 * itemsize}")
+    position = 0
+    for batch in batches:
+        n = len(batch.offsets) - 1
+        val = val_mask(shuffle_keys(options.seed, np.arange(position, position + n)), options.val_fraction)
+        position += n
+        for name, mask in (("train", ~val), ("val", val)):
+            rows = np.flatnonzero(mask)
+            if not len(rows):
+                continue
+            counts = layout.lengths(batch.offsets[rows + 1] - batch.offsets[rows])
+            values = reader.read(np.full(len(rows), batch.file, dtype=np.int64),
+                                 batch.base + batch.offsets[rows] * itemsize, counts * itemsize, itemsize)
+            bins[name].append_bin(np.frombuffer(values, dtype=dtype))
+
+
+def _pointers(layout: _BinLayout, lengths: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """The ``.bin`` pointer of each of a run of documents (in input order), each in its split."""
+    pointers = np.empty(len(lengths), dtype=np.int64)
+    for name, mask in (("train", ~val), ("val", val)):
+        pointers[mask] = layout.pointers(name, lengths[mask])
+    return pointers
 
 
 def _write_in_order(batches: Iterator[pa.RecordBatch], position: int, options: TokenizeOptions,
-                    splits: dict[str, _Split], itemsize: int) -> int:
+                    splits: dict[str, _Split], itemsize: int, layout: _BinLayout) -> int:
     """Staged documents to the splits in input order, the first at ``position`` (input
     order numbers documents for the split rule); returns the position after the last."""
     for batch in batches:
         keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
         position += batch.num_rows
         val = val_mask(keys, options.val_fraction)
-        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
+        offsets, _ = list_buffers(batch.column(INPUT_IDS))
+        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys, _pointers(layout, np.diff(offsets), val))
         for name, mask in (("train", ~val), ("val", val)):
             if mask.all():
-                splits[name].add(source.doc_ids, source.lists)
+                splits[name].add(source.doc_ids, source.lists, source.pointers)
             elif mask.any():
                 splits[name].add(*_Gather([source.subset(np.flatnonzero(mask))], itemsize)())
     return position
 
 
-def _write_shuffled(files: list[list[Path]], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
+def _write_shuffled(tasks: list[_StagedTask], documents: int, tokens: int, itemsize: int, options: TokenizeOptions,
                     splits: dict[str, _Split], scratch: Path, progress: Progress) -> None:
     update = ProgressUpdate("writing", 0, max(documents, 1), "units")
     progress(update)
-    paths = [path for task_files in files for path in task_files]
-    if tokens * itemsize <= _page_cache_budget() and _can_open(len(paths)):
-        _write_shuffled_from_staging(paths, documents, itemsize, options, splits, update, progress)
+    if tokens * itemsize <= _page_cache_budget() and _can_open(len({t.ids for t in tasks})):
+        _write_shuffled_from_staging(tasks, documents, itemsize, options, splits, update, progress)
     else:
-        _write_shuffled_spilling(files, documents, tokens, itemsize, options, splits, scratch, update, progress)
+        _write_shuffled_spilling(tasks, documents, tokens, itemsize, options, splits, scratch, update, progress)
 
 
 # Bytes of the in-place shuffle's index per document, besides its id: its key, file, byte
-# position and token count, the sort order, and the same fields in sorted order.
-_INDEX_BYTES = 64
+# position, token count and .bin pointer, the sort order, and the same fields in sorted order.
+_INDEX_BYTES = 80
 
 
 def _page_cache_budget() -> int:
@@ -690,56 +822,26 @@ def _bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     return (((keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
 
 
-@dataclass
-class _StagedBatch:
-    """A staged record batch, for reading its documents' ids in place: its file (a number
-    in the run's list of staged files), the byte position in that file of its first id
-    value, its int64 list offsets, and its document ids."""
-
-    file: int
-    base: int
-    offsets: np.ndarray
-    doc_ids: pa.Array
-
-
-def _staged_batches(paths: list[Path], itemsize: int) -> list[_StagedBatch]:
-    """Every staged batch, in input order. Only the offsets and ids are read (through
-    memory maps: a few bytes a document); the token ids stay on disk."""
-    batches = []
-    for number, path in enumerate(paths):
-        source = pa.memory_map(str(path))
-        start, size = source.read_buffer(1).address, source.size()
-        source.seek(0)
-        reader = pa.ipc.open_file(source)
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
-            lists = batch.column(INPUT_IDS)
-            offsets = np.frombuffer(lists.buffers()[1], dtype=np.int64)[lists.offset: lists.offset + batch.num_rows + 1]
-            data = lists.values.buffers()[1]
-            base = (data.address - start if data is not None else 0) + lists.values.offset * itemsize
-            if data is not None and not 0 <= data.address - start <= size:
-                raise PipelineError(f"{path}: the staged ids are not inside the file's memory map")
-            batches.append(_StagedBatch(number, base, offsets, batch.column(ID)))
-    return batches
-
-
-def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: int, options: TokenizeOptions,
+def _write_shuffled_from_staging(tasks: list[_StagedTask], documents: int, itemsize: int, options: TokenizeOptions,
                                  splits: dict[str, _Split], update: ProgressUpdate, progress: Progress) -> None:
     """The shuffle when the staged ids fit in the page cache: an index of the documents
-    (key, file, byte range) sorted by key, and the ids of each run of documents read from
-    the staged files in that order, straight into the buffer the writers take. Nothing is
-    copied to disk and no staged file is mapped whole. The index takes about
-    ``_INDEX_BYTES`` a document plus its id; past ``shuffle_buffer`` it is built and
-    written key range by key range (several passes over the offsets, one over the ids)."""
-    batches = _staged_batches(paths, itemsize)
+    (key, file, byte range, ``.bin`` pointer) sorted by key, and the ids of each run of
+    documents read from the staged files in that order, straight into the buffer the
+    writers take. Nothing is copied to disk and no staged file is mapped whole. The index
+    takes about ``_INDEX_BYTES`` a document plus its id; past ``shuffle_buffer`` it is
+    built and written key range by key range (several passes over the offsets, one over
+    the ids)."""
+    files, batches = _staged_batches(tasks, itemsize)
     id_bytes = sum(b.doc_ids.nbytes for b in batches)
     buckets = max(1, -(-(documents * _INDEX_BYTES + id_bytes) // options.shuffle_buffer))
-    staged = _core.StagedFiles([str(p) for p in paths])
+    staged = _core.StagedFiles([str(p) for p in files])
+    width = splits["train"].megatron.dtype.itemsize if splits["train"].megatron is not None else itemsize
     done = 0
     for bucket in range(buckets):
         # Per split: the documents of this key range, as parallel arrays and id pieces.
-        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]] = \
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]] = \
             {name: [] for name in SPLITS}
+        layout = _BinLayout(options, width)
         position = 0
         for batch in batches:
             n = len(batch.offsets) - 1
@@ -747,24 +849,28 @@ def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: in
             position += n
             val = val_mask(keys, options.val_fraction)
             here = _bucket_of(keys, buckets) == bucket if buckets > 1 else np.ones(n, dtype=bool)
-            for name, mask in (("train", here & ~val), ("val", here & val)):
-                rows = np.flatnonzero(mask)
+            for name, mask in (("train", ~val), ("val", val)):
+                split_rows = np.flatnonzero(mask)
+                split_lengths = batch.offsets[split_rows + 1] - batch.offsets[split_rows]
+                pointers = layout.pointers(name, split_lengths)
+                chosen = here[split_rows]
+                rows = split_rows[chosen]
                 if not len(rows):
                     continue
                 starts = batch.base + batch.offsets[rows] * itemsize
-                lengths = batch.offsets[rows + 1] - batch.offsets[rows]
                 doc_ids = batch.doc_ids if len(rows) == n else batch.doc_ids.take(arrow_of(rows))
-                parts[name].append((keys[rows], np.full(len(rows), batch.file, dtype=np.int64), starts, lengths,
-                                    doc_ids))
+                parts[name].append((keys[rows], np.full(len(rows), batch.file, dtype=np.int64), starts,
+                                    split_lengths[chosen], pointers[chosen], doc_ids))
         for name in SPLITS:
             if not parts[name]:
                 continue
-            keys, file_of, starts, lengths = (np.concatenate([p[i] for p in parts[name]]) for i in range(4))
-            doc_ids = pa.concat_arrays([p[4] for p in parts[name]])
+            keys, file_of, starts, lengths, pointers = (np.concatenate([p[i] for p in parts[name]]) for i in range(5))
+            doc_ids = pa.concat_arrays([p[5] for p in parts[name]])
             del parts[name][:]
             order = np.argsort(keys, kind="stable")
             del keys
-            file_of, starts, lengths, doc_ids = file_of[order], starts[order], lengths[order], doc_ids.take(arrow_of(order))
+            file_of, starts, lengths, pointers = file_of[order], starts[order], lengths[order], pointers[order]
+            doc_ids = doc_ids.take(arrow_of(order))
             del order
             split = splits[name]
             start = 0
@@ -775,7 +881,8 @@ def _write_shuffled_from_staging(paths: list[Path], documents: int, itemsize: in
                 values = staged.read(file_of[start:end], starts[start:end], counts * itemsize, itemsize)
                 offsets = np.zeros(end - start + 1, dtype=np.int64)
                 np.cumsum(counts, out=offsets[1:])
-                split.add(doc_ids.slice(start, end - start), _large_lists(offsets, values, itemsize))
+                split.add(doc_ids.slice(start, end - start), _large_lists(offsets, values, itemsize),
+                          pointers[start:end])
                 done += end - start
                 start = end
                 update.done = done
@@ -793,7 +900,7 @@ def _large_lists(offsets: Any, values: Any, itemsize: int) -> pa.LargeListArray:
                                           children=[flat])
 
 
-def _write_shuffled_spilling(files: list[list[Path]], documents: int, tokens: int, itemsize: int,
+def _write_shuffled_spilling(tasks: list[_StagedTask], documents: int, tokens: int, itemsize: int,
                              options: TokenizeOptions, splits: dict[str, _Split], scratch: Path,
                              update: ProgressUpdate, progress: Progress) -> None:
     """The shuffle when the staged ids do not fit in the page cache: documents scattered by
@@ -818,20 +925,22 @@ def _write_shuffled_spilling(files: list[list[Path]], documents: int, tokens: in
         pending_bytes.pop(slot, None)
         if not sources:
             return
-        doc_ids, lists = _Gather(sources, itemsize)()
+        doc_ids, lists, pointers = _Gather(sources, itemsize)()
         keys = np.concatenate([src.keys for src in sources])
-        batch = pa.record_batch([doc_ids, arrow_of(keys), lists], names=[ID, _KEY, INPUT_IDS])
+        batch = pa.record_batch([doc_ids, arrow_of(keys), arrow_of(pointers), lists], names=[ID, _KEY, _POINTER, INPUT_IDS])
         if slot not in writers:
             scratch.mkdir(parents=True, exist_ok=True)
             writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), batch.schema)
         writers[slot].write_batch(batch)
 
-    for batch in _staged(files):
+    layout = _BinLayout(options, splits["train"].megatron.dtype.itemsize if splits["train"].megatron else itemsize)
+    for batch in _staged(tasks, itemsize):
         n = batch.num_rows
         keys = shuffle_keys(options.seed, np.arange(position, position + n))
         position += n
         val = val_mask(keys, options.val_fraction)
-        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys)
+        offsets, _ = list_buffers(batch.column(INPUT_IDS))
+        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys, _pointers(layout, np.diff(offsets), val))
         if not spill:
             slot_of = val.astype(np.int64)
         else:
@@ -863,7 +972,8 @@ def _write_shuffled_spilling(files: list[list[Path]], documents: int, tokens: in
                 if not path.exists():
                     continue
                 reader = pa.ipc.open_file(pa.memory_map(str(path)))
-                sources = [_Source(part.column(ID), part.column(INPUT_IDS), numpy_of(part.column(_KEY)))
+                sources = [_Source(part.column(ID), part.column(INPUT_IDS), numpy_of(part.column(_KEY)),
+                                   numpy_of(part.column(_POINTER)))
                            for part in (reader.get_batch(i) for i in range(reader.num_record_batches))]
             else:
                 sources = pending.pop((name, 0), [])
@@ -878,6 +988,7 @@ def _write_shuffled_spilling(files: list[list[Path]], documents: int, tokens: in
 
 
 _KEY = "_key"
+_POINTER = "_pointer"
 
 
 def _write_bucket(sources: list[_Source], split: _Split, itemsize: int) -> int:
@@ -895,13 +1006,14 @@ def _write_bucket(sources: list[_Source], split: _Split, itemsize: int) -> int:
 
 @dataclass
 class _Source:
-    """Documents for the shuffle: their ids, token lists and keys, and which of their rows
-    are meant (``rows``; all when None). A subset is a view: rows are only copied by
-    :class:`_Gather`, once, where they go."""
+    """Documents for the shuffle: their ids, token lists, keys and ``.bin`` pointers, and
+    which of their rows are meant (``rows``; all when None). A subset is a view: rows are
+    only copied by :class:`_Gather`, once, where they go."""
 
     doc_ids: pa.Array
     lists: pa.LargeListArray
     keys: np.ndarray
+    pointers: np.ndarray
     rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -912,7 +1024,7 @@ class _Source:
 
     def subset(self, rows: np.ndarray) -> _Source:
         assert self.rows is None
-        return _Source(self.doc_ids, self.lists, self.keys[rows], rows.astype(np.int64))
+        return _Source(self.doc_ids, self.lists, self.keys[rows], self.pointers[rows], rows.astype(np.int64))
 
     @property
     def nbytes(self) -> int:
@@ -938,14 +1050,18 @@ class _Gather:
         self.buffers = [list_buffers(src.lists) for src in sources]
         doc_ids = [src.doc_ids if src.rows is None else src.doc_ids.take(arrow_of(src.rows)) for src in sources]
         self.doc_ids = doc_ids[0] if len(doc_ids) == 1 else pa.concat_arrays(doc_ids)
+        self.pointers = np.concatenate([src.pointers for src in sources])
         self.itemsize = itemsize
 
-    def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray]:
-        """The documents at positions ``order`` (all, in turn, when None)."""
+    def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray, np.ndarray]:
+        """The documents at positions ``order`` (all, in turn, when None): ids, token lists
+        and ``.bin`` pointers."""
         pieces, rows = (self.pieces, self.rows) if order is None else (self.pieces[order], self.rows[order])
         offsets, values = _core.gather_lists(self.buffers, self.itemsize, pieces, rows)
         lists = _large_lists(offsets, values, self.itemsize)
-        return (self.doc_ids if order is None else self.doc_ids.take(arrow_of(order))), lists
+        if order is None:
+            return self.doc_ids, lists, self.pointers
+        return self.doc_ids.take(arrow_of(order)), lists, self.pointers[order]
 
 
 def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

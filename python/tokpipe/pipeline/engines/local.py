@@ -45,6 +45,7 @@ from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
 from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo, write_manifest
+from tokpipe.pipeline.writers.ids_staging import IdsStagingWriter
 
 __all__ = ["LocalExecutor", "RunOptions", "RunResult", "ProgressUpdate", "Progress", "DUPLICATE_OF", "READ_STATS"]
 
@@ -161,9 +162,10 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
     """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
     the segment's document stages, and the keys of the global stage that ends it. Batches
     stream through to staging shards; nothing holds a whole task in memory. ``staging`` is
-    the staging files' format: lz4 Parquet, or (``"arrow"``) uncompressed Arrow IPC for a
-    consumer that memory-maps them (``tokpipe tokenize``); either way the task's marker,
-    written last, commits them."""
+    the staging files' format: lz4 Parquet, (``"arrow"``) uncompressed Arrow IPC for a
+    consumer that memory-maps them, or (``"ids"``, ``tokpipe tokenize``) the token ids raw
+    in the process's ids file and the rest in Arrow IPC (``writers.ids_staging``); either
+    way the task's marker, written last, commits them."""
     state_dir = Path(state)
     stage_specs, global_spec = segment
     stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
@@ -175,8 +177,10 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
     stats: dict[str, dict[str, Any]] = {}
     errors: list[ReadError] = []
     out = state_dir / f"seg{k}"
-    kept_writer = _staging_writer(out / "kept", task.index, staging)
-    rejected_writer = _staging_writer(out / "rejected", task.index, staging)
+    kept_writer: ParquetShardWriter | IdsStagingWriter = \
+        IdsStagingWriter(out / "kept", task.index, _STAGING_SHARD) if staging == "ids" else \
+        _staging_writer(out / "kept", task.index, staging)
+    rejected_writer = _staging_writer(out / "rejected", task.index, "arrow" if staging == "ids" else staging)
     counts = {"kept": 0, "rejected": 0}
     files: dict[str, list[str]] = {"kept": [], "rejected": []}
     # Each file's size, recorded in the marker: a resume checks the files against it.
@@ -255,6 +259,8 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
         sizes[f"{task.index:06d}.errors.jsonl"] = (out / f"{task.index:06d}.errors.jsonl").stat().st_size
     summary = {"task": task.index, "stats": stats, "errors": len(errors), **counts,
                "kept_files": files["kept"], "rejected_files": files["rejected"], "sizes": sizes}
+    if isinstance(kept_writer, IdsStagingWriter):
+        summary["ids"] = kept_writer.ids_range
     _write_json(out / f"{task.index:06d}.json", summary)
     return summary
 
@@ -331,14 +337,26 @@ def _committed(state_dir: Path, k: int, task: int) -> bool:
     writing them): a killed process loses nothing the page cache holds, but after a power
     loss or an OS crash a marker may survive its files, which come back short, empty or
     zero-filled. Those are caught here, at the price of a ``stat`` and two small reads a
-    file, and the task is redone. (A marker of an older version lists no sizes: it is
-    trusted as it was.)"""
+    file, and the task is redone. A raw ids file (``tokpipe tokenize``) has no magic bytes:
+    it is checked by its length alone, so ids that came back zero-filled inside its length
+    go unnoticed (ext4's default ``data=ordered`` journaling writes a file's data before the
+    size that exposes it). (A marker of an older version lists no sizes: it is trusted as
+    it was.)"""
     try:
         summary = _summary(state_dir, k, task)
     except FileNotFoundError:
         return False
     except (OSError, ValueError):  # a marker the crash left empty or cut short
         return False
+    ids = summary.get("ids")
+    if ids is not None:
+        # An append-only ids file (see `writers.ids_staging`): later tasks may have made it
+        # longer, never shorter.
+        try:
+            if (state_dir / f"seg{k}" / "kept" / ids["file"]).stat().st_size < ids["end"]:
+                return False
+        except OSError:
+            return False
     for name, size in summary.get("sizes", {}).items():
         path = state_dir / f"seg{k}" / name
         try:

@@ -16,17 +16,25 @@ Here every document is one sequence, so the document index is ``0, 1, ..., D``. 
 follows megatron-core's ``DType.optimal_dtype(vocab_size)``: uint16 when the vocabulary
 has fewer than 65,500 entries, else int32.
 
-The ``.bin`` is written as documents come (appended, never held); the index is written at
-``close`` from the lengths, kept as numpy arrays (4 bytes a document, plus 8 for pointers
-at the end). Both files are written under temporary names and renamed into place, ``.bin``
-first, so a prefix with an ``.idx`` is complete.
+The sequences are listed in the order they are given (``add``: lengths and byte pointers),
+and the pointers say where each one is in the ``.bin``: the order of the ``.idx`` need not
+be the order of the ``.bin`` (megatron-core reads each sequence at its pointer). That is how
+``tokpipe tokenize`` shuffles without rewriting the ids: the ``.bin`` holds the documents in
+input order (``link_bin`` makes it from a file that already has those bytes, ``append_bin``
+writes them), and the ``.idx`` lists them in shuffled order.
+
+The index entries go to temporary files as they come (12 bytes a document, never held);
+``close`` writes the ``.idx`` from them. Both files are written under temporary names and
+renamed into place, ``.bin`` first, so a prefix with an ``.idx`` is complete.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -45,7 +53,8 @@ def megatron_dtype(vocab_size: int) -> np.dtype:
 
 
 class MegatronWriter:
-    """Writes documents (flat ids + lengths) to ``prefix.bin`` / ``prefix.idx``."""
+    """Writes ``prefix.bin`` / ``prefix.idx``: index entries with ``add``, the ``.bin`` with
+    ``link_bin`` or ``append_bin``."""
 
     def __init__(self, prefix: str | os.PathLike[str], dtype: np.dtype) -> None:
         self.prefix = Path(prefix)
@@ -56,14 +65,36 @@ class MegatronWriter:
         self.bin_path = self.prefix.with_name(self.prefix.name + ".bin")
         self.idx_path = self.prefix.with_name(self.prefix.name + ".idx")
         self._bin_tmp = self.bin_path.with_name(f".{self.bin_path.name}.tmp")
-        self._bin = open(self._bin_tmp, "wb")
-        self._lengths: list[np.ndarray] = []
+        self._lengths_tmp = self.idx_path.with_name(f".{self.idx_path.name}.lengths.tmp")
+        self._pointers_tmp = self.idx_path.with_name(f".{self.idx_path.name}.pointers.tmp")
+        self._bin: BinaryIO | None = None
+        self._lengths = open(self._lengths_tmp, "wb")
+        self._pointers = open(self._pointers_tmp, "wb")
+        self.documents = 0
         self.tokens = 0
 
-    def add(self, ids: np.ndarray, lengths: np.ndarray) -> None:
-        """Appends documents: ``ids`` all their tokens back to back, ``lengths`` per document."""
-        if len(ids) != int(np.sum(lengths, dtype=np.int64)):
-            raise ValueError("the lengths do not add up to the ids")
+    def add(self, lengths: np.ndarray, pointers: np.ndarray) -> None:
+        """Lists sequences: their lengths in tokens and byte positions in the ``.bin``."""
+        if len(lengths) != len(pointers):
+            raise ValueError("one pointer per length")
+        self._lengths.write(np.ascontiguousarray(lengths, dtype="<i4").tobytes())
+        self._pointers.write(np.ascontiguousarray(pointers, dtype="<i8").tobytes())
+        self.documents += len(lengths)
+        self.tokens += int(np.sum(lengths, dtype=np.int64))
+
+    def link_bin(self, source: Path) -> None:
+        """The ``.bin`` is ``source`` as it is: a hard link to it (a copy where the file
+        system has no hard links). ``source`` must not change afterwards."""
+        self._bin_tmp.unlink(missing_ok=True)
+        try:
+            os.link(source, self._bin_tmp)
+        except OSError:
+            shutil.copyfile(source, self._bin_tmp)
+
+    def append_bin(self, ids: np.ndarray) -> None:
+        """Appends token ids to the ``.bin`` (converted to its dtype)."""
+        if self._bin is None:
+            self._bin = open(self._bin_tmp, "wb")
         ids = np.asarray(ids)
         if len(ids) and self.dtype == np.uint16 and ids.dtype.itemsize > 2 and int(ids.max()) > 0xFFFF:
             raise ValueError("a token id does not fit the .bin's uint16")
@@ -74,32 +105,41 @@ class MegatronWriter:
             # they are, written straight from the array.
             ids = ids.view(little)
         self._bin.write(memoryview(np.ascontiguousarray(ids, dtype=little)))
-        self._lengths.append(np.asarray(lengths, dtype=np.int32))
-        self.tokens += len(ids)
 
     def close(self) -> int:
-        """Publishes the pair; returns the number of documents."""
-        self._bin.close()
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int32)
-        self._lengths = []
-        pointers = np.zeros(len(lengths), dtype=np.int64)
-        if len(lengths):
-            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
-        documents = np.arange(len(lengths) + 1, dtype=np.int64)
+        """Publishes the pair; returns the number of documents. The ``.bin`` must hold as
+        many tokens as the sequences listed."""
+        if self._bin is not None:
+            self._bin.close()
+            self._bin = None
+        elif not self._bin_tmp.exists():
+            self._bin_tmp.touch()
+        self._lengths.close()
+        self._pointers.close()
+        size = self._bin_tmp.stat().st_size
+        if size != self.tokens * self.dtype.itemsize:
+            raise ValueError(f"{self.bin_path.name}: {size} bytes for {self.tokens} tokens of {self.dtype}")
         idx_tmp = self.idx_path.with_name(f".{self.idx_path.name}.tmp")
         with open(idx_tmp, "wb") as f:
             f.write(MAGIC)
             f.write(struct.pack("<Q", VERSION))
             f.write(struct.pack("<B", DTYPE_CODES[self.dtype]))
-            f.write(struct.pack("<Q", len(lengths)))
-            f.write(struct.pack("<Q", len(documents)))
-            f.write(lengths.astype("<i4").tobytes())
-            f.write(pointers.astype("<i8").tobytes())
-            f.write(documents.astype("<i8").tobytes())
+            f.write(struct.pack("<Q", self.documents))
+            f.write(struct.pack("<Q", self.documents + 1))
+            for part in (self._lengths_tmp, self._pointers_tmp):
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+            for start in range(0, self.documents + 1, 1 << 20):
+                f.write(np.arange(start, min(start + (1 << 20), self.documents + 1), dtype="<i8").tobytes())
         os.replace(self._bin_tmp, self.bin_path)
         os.replace(idx_tmp, self.idx_path)
-        return len(lengths)
+        self._lengths_tmp.unlink()
+        self._pointers_tmp.unlink()
+        return self.documents
 
     def abort(self) -> None:
-        self._bin.close()
-        self._bin_tmp.unlink(missing_ok=True)
+        for f in (self._bin, self._lengths, self._pointers):
+            if f is not None:
+                f.close()
+        for path in (self._bin_tmp, self._lengths_tmp, self._pointers_tmp):
+            path.unlink(missing_ok=True)
