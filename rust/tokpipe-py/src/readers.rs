@@ -6,7 +6,7 @@ use crate::kernels::{bytes_of, owned_buffer, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use tokpipe_core::jsonl::{parse_block, BlockSpec, BlockStop};
+use tokpipe_core::jsonl::{count_newlines as count_in, parse_block, BlockSpec, BlockStop};
 
 type Parsed<'py> = (
     (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
@@ -79,7 +79,15 @@ pub fn parse_jsonl_block<'py>(
     ))
 }
 
+/// The `\n` bytes in `data` (any buffer, read in place; the GIL is released).
+#[pyfunction]
+pub fn count_newlines(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let buffer = PyUntypedBuffer::get(data)?;
+    py.detach(|| Ok(count_in(bytes_of(&buffer)?)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_jsonl_block, m)?)?;
+    m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
     Ok(())
 }

@@ -25,8 +25,9 @@ import zlib
 from collections import OrderedDict
 from typing import BinaryIO, Iterator, Optional
 
-import numpy as np
 import zstandard
+
+from tokpipe import _core
 
 from .base import ErrorSink, Task
 
@@ -287,8 +288,8 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
 
 
 def count_newlines(data: bytes | memoryview) -> int:
-    """The ``\\n`` bytes in ``data``, counted with numpy (``bytes.count`` goes a byte at a time)."""
-    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
+    """The ``\\n`` bytes in ``data`` (in Rust: ``bytes.count`` goes a byte at a time)."""
+    return _core.count_newlines(data)
 
 
 def _whole_lines(buffer: bytearray, cut: int, position: int, number: int,
