@@ -435,6 +435,12 @@ fn take_record<'a>(
     Some((id, text, fields.rest))
 }
 
+/// The `\n` bytes in `bytes`: how the pipeline's line reader numbers the lines of a block it
+/// hands on whole (one SIMD scan; numpy's compare-then-count made two passes and a mask).
+pub fn count_newlines(bytes: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', bytes).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,10 +559,4 @@ mod tests {
         assert_eq!(strings(&out.ids), ["f.jsonl:3"]);
         assert_eq!(strings(&out.texts), ["t"]);
     }
-}
-
-/// The `\n` bytes in `bytes`: how the pipeline's line reader numbers the lines of a block it
-/// hands on whole (one SIMD scan; numpy's compare-then-count made two passes and a mask).
-pub fn count_newlines(bytes: &[u8]) -> usize {
-    memchr::memchr_iter(b'\n', bytes).count()
 }
