@@ -26,6 +26,8 @@
 
 use crate::error::{Error, Result};
 use crate::formats::protobuf::write_varint;
+use rayon::prelude::*;
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -58,7 +60,7 @@ pub enum Compression {
 
 /// Token ids the writer takes: stored as Parquet INT32 with an unsigned logical type of
 /// this width.
-pub trait TokenId: Copy + Into<u32> {
+pub trait TokenId: Copy + Into<u32> + Sync {
     const BITS: u8;
 
     /// Appends `ids` as little-endian 32-bit values.
@@ -129,6 +131,61 @@ struct RowGroup {
     rows: i64,
 }
 
+/// A V1 data page ready for the file: its uncompressed size, its body (compressed or not),
+/// the values it holds and their min and max.
+struct EncodedPage {
+    uncompressed: usize,
+    body: Vec<u8>,
+    values: usize,
+    min: i32,
+    max: i32,
+}
+
+thread_local! {
+    // Each thread's zstd context, reused from page to page (and its level).
+    static ZSTD: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(None) };
+}
+
+/// One V1 data page: the levels (each block prefixed with its length, u32 LE) and the values
+/// `put` appends (returning their min and max), compressed together.
+fn encode_page(
+    rep: Option<&[u8]>,
+    def: &[u8],
+    values: usize,
+    compression: Compression,
+    put: impl FnOnce(&mut Vec<u8>) -> (i32, i32),
+) -> Result<EncodedPage> {
+    let mut page = Vec::new();
+    for levels in rep.into_iter().chain([def]) {
+        page.extend_from_slice(&(levels.len() as u32).to_le_bytes());
+        page.extend_from_slice(levels);
+    }
+    let (min, max) = put(&mut page);
+    let uncompressed = page.len();
+    let body = match compression {
+        Compression::None => page,
+        Compression::Zstd(level) => ZSTD.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.as_ref().is_none_or(|(l, _)| *l != level) {
+                let compressor = zstd::bulk::Compressor::new(level)
+                    .map_err(|e| Error::InvalidArgument(format!("zstd level {level}: {e}")))?;
+                *cell = Some((level, compressor));
+            }
+            let (_, compressor) = cell.as_mut().expect("set above");
+            compressor
+                .compress(&page)
+                .map_err(|e| Error::InvalidArgument(format!("zstd: {e}")))
+        })?,
+    };
+    Ok(EncodedPage {
+        uncompressed,
+        body,
+        values,
+        min,
+        max,
+    })
+}
+
 /// Writes packed rows to `out` as one Parquet file: [`PackedRowsWriter::write_row_group`]
 /// for each run of rows, then [`PackedRowsWriter::finish`] for the footer. Nothing is
 /// buffered beyond the page being written.
@@ -141,13 +198,10 @@ pub struct PackedRowsWriter<W: Write> {
     width: usize,
     id_bits: u8,
     compression: Compression,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
     groups: Vec<RowGroup>,
     rows: i64,
     created_by: String,
-    // Reused between pages: the uncompressed page, the compressed one, the page header.
-    page: Vec<u8>,
-    packed: Vec<u8>,
+    // Reused between pages: the page header.
     header: Vec<u8>,
 }
 
@@ -193,13 +247,14 @@ impl<W: Write> PackedRowsWriter<W> {
                 "token ids are 16 or 32 bits wide, not {id_bits}"
             )));
         }
-        let compressor = match compression {
-            Compression::None => None,
-            Compression::Zstd(level) => Some(
-                zstd::bulk::Compressor::new(level)
-                    .map_err(|e| Error::InvalidArgument(format!("zstd level {level}: {e}")))?,
-            ),
-        };
+        if let Compression::Zstd(level) = compression {
+            if !zstd::compression_level_range().contains(&level) {
+                return Err(Error::InvalidArgument(format!(
+                    "zstd level {level}: not in {:?}",
+                    zstd::compression_level_range()
+                )));
+            }
+        }
         let path = PathBuf::from("<output>");
         out.write_all(MAGIC).map_err(|e| Error::io(&path, e))?;
         Ok(PackedRowsWriter {
@@ -209,12 +264,9 @@ impl<W: Write> PackedRowsWriter<W> {
             width,
             id_bits,
             compression,
-            compressor,
             groups: Vec::new(),
             rows: 0,
             created_by: created_by.to_string(),
-            page: Vec::new(),
-            packed: Vec::new(),
             header: Vec::new(),
         })
     }
@@ -252,39 +304,43 @@ impl<W: Write> PackedRowsWriter<W> {
             return Ok(());
         }
         let width = self.width;
-        let mut ids_chunk = Chunk::new(self.offset);
+        let compression = self.compression;
+        // The pages are encoded and compressed in parallel (each page on its own, so the
+        // bytes are the same for any number of threads), then written in order.
         let rows_per_page = (PAGE_BYTES / (4 * width)).max(1);
-        for page in ids.chunks(rows_per_page * width) {
-            let page_rows = page.len() / width;
-            // Repetition levels: each row starts a list (0) and continues it (1) for the rest
-            // of its ids: two RLE runs a row, bit width 1. Definition levels: every id is
-            // present (3, the maximum), one run, bit width 2.
-            let mut rep = Vec::with_capacity(page_rows * 8);
-            for _ in 0..page_rows {
-                rle_run(&mut rep, 1, 0);
-                if width > 1 {
-                    rle_run(&mut rep, width - 1, 1);
+        let ids_pages: Vec<Result<EncodedPage>> = ids
+            .par_chunks(rows_per_page * width)
+            .map(|page| {
+                let page_rows = page.len() / width;
+                // Repetition levels: each row starts a list (0) and continues it (1) for the
+                // rest of its ids: two RLE runs a row, bit width 1. Definition levels: every
+                // id is present (3, the maximum), one run, bit width 2.
+                let mut rep = Vec::with_capacity(page_rows * 8);
+                for _ in 0..page_rows {
+                    rle_run(&mut rep, 1, 0);
+                    if width > 1 {
+                        rle_run(&mut rep, width - 1, 1);
+                    }
                 }
-            }
-            let mut def = Vec::with_capacity(8);
-            rle_run(&mut def, page.len(), 3);
-            let (min, max) =
-                self.write_page(Some(&rep), &def, page.len(), &mut ids_chunk, |out| {
+                let mut def = Vec::with_capacity(8);
+                rle_run(&mut def, page.len(), 3);
+                encode_page(Some(&rep), &def, page.len(), compression, |out| {
                     put_ids(out, page)
-                })?;
-            ids_chunk.min = ids_chunk.min.min(min);
-            ids_chunk.max = ids_chunk.max.max(max);
+                })
+            })
+            .collect();
+        let mut ids_chunk = Chunk::new(self.offset);
+        for page in ids_pages {
+            self.write_page(page?, &mut ids_chunk)?;
         }
         let mut lengths_chunk = Chunk::new(self.offset);
         for page in lengths.chunks(PAGE_BYTES / 4) {
             let mut def = Vec::with_capacity(8);
             rle_run(&mut def, page.len(), 1);
-            let (min, max) =
-                self.write_page(None, &def, page.len(), &mut lengths_chunk, |out| {
-                    put_i32s(out, page)
-                })?;
-            lengths_chunk.min = lengths_chunk.min.min(min);
-            lengths_chunk.max = lengths_chunk.max.max(max);
+            let page = encode_page(None, &def, page.len(), compression, |out| {
+                put_i32s(out, page)
+            })?;
+            self.write_page(page, &mut lengths_chunk)?;
         }
         self.groups.push(RowGroup {
             ids: ids_chunk,
@@ -295,42 +351,15 @@ impl<W: Write> PackedRowsWriter<W> {
         Ok(())
     }
 
-    /// One V1 data page: the levels (each block prefixed with its length, u32 LE) and the
-    /// values `put` appends (returning their min and max), compressed together; then its
-    /// header and body go to the file.
-    fn write_page(
-        &mut self,
-        rep: Option<&[u8]>,
-        def: &[u8],
-        values: usize,
-        chunk: &mut Chunk,
-        put: impl FnOnce(&mut Vec<u8>) -> (i32, i32),
-    ) -> Result<(i32, i32)> {
-        self.page.clear();
-        for levels in rep.into_iter().chain([def]) {
-            self.page
-                .extend_from_slice(&(levels.len() as u32).to_le_bytes());
-            self.page.extend_from_slice(levels);
-        }
-        let stats = put(&mut self.page);
-        let body: &[u8] = match self.compressor.as_mut() {
-            None => &self.page,
-            Some(compressor) => {
-                self.packed.clear();
-                self.packed.reserve(zstd::compress_bound(self.page.len()));
-                compressor
-                    .compress_to_buffer(&self.page[..], &mut self.packed)
-                    .map_err(|e| Error::InvalidArgument(format!("zstd: {e}")))?;
-                &self.packed
-            }
-        };
+    /// One encoded page to the file: its header, then its body.
+    fn write_page(&mut self, page: EncodedPage, chunk: &mut Chunk) -> Result<()> {
         self.header.clear();
         let mut t = Thrift::new(&mut self.header);
         t.i32(1, PAGE_DATA);
-        t.i32(2, len_i32(self.page.len())?);
-        t.i32(3, len_i32(body.len())?);
+        t.i32(2, len_i32(page.uncompressed)?);
+        t.i32(3, len_i32(page.body.len())?);
         t.begin_struct(5); // DataPageHeader
-        t.i32(1, len_i32(values)?);
+        t.i32(1, len_i32(page.values)?);
         t.i32(2, ENCODING_PLAIN);
         t.i32(3, ENCODING_RLE);
         t.i32(4, ENCODING_RLE);
@@ -339,14 +368,16 @@ impl<W: Write> PackedRowsWriter<W> {
         let path = &self.path;
         self.out
             .write_all(&self.header)
-            .and_then(|_| self.out.write_all(body))
+            .and_then(|_| self.out.write_all(&page.body))
             .map_err(|e| Error::io(path, e))?;
         let head = self.header.len() as i64;
-        chunk.values += values as i64;
-        chunk.uncompressed += head + self.page.len() as i64;
-        chunk.compressed += head + body.len() as i64;
-        self.offset += (self.header.len() + body.len()) as u64;
-        Ok(stats)
+        chunk.values += page.values as i64;
+        chunk.uncompressed += head + page.uncompressed as i64;
+        chunk.compressed += head + page.body.len() as i64;
+        chunk.min = chunk.min.min(page.min);
+        chunk.max = chunk.max.max(page.max);
+        self.offset += (self.header.len() + page.body.len()) as u64;
+        Ok(())
     }
 
     /// Writes the footer and returns the output.
@@ -645,6 +676,33 @@ mod tests {
         assert!(w.write_row_group(&[1u16, 2, 3], &[3]).is_err()); // 16-bit ids in a 32-bit file
         assert!(PackedRowsWriter::new(Vec::new(), 0, 32, Compression::None, "test").is_err());
         assert!(PackedRowsWriter::new(Vec::new(), 4, 8, Compression::None, "test").is_err());
+    }
+
+    #[test]
+    fn the_bytes_do_not_depend_on_the_thread_count() {
+        // Many pages a row group (rows of 2049 ids, 128 rows a page), with ids spread so zstd
+        // has work: pages are compressed in parallel and must land in order, the same.
+        let width = 2049;
+        let ids: Vec<u32> = (0..width * 700)
+            .map(|i| ((i as u64 * 2654435761) % 100_277) as u32)
+            .collect();
+        let lengths = vec![width as i32; 700];
+        let write = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut w = PackedRowsWriter::new(Vec::new(), width, 32, Compression::Zstd(1), "t")
+                    .unwrap();
+                w.write_row_group(&ids, &lengths).unwrap();
+                w.write_row_group(&ids[..width * 3], &lengths[..3]).unwrap();
+                w.finish().unwrap()
+            })
+        };
+        let one = write(1);
+        assert_eq!(one, write(4));
+        assert!(one.len() < ids.len() * 4);
     }
 
     #[test]
