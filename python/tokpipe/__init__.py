@@ -13,6 +13,8 @@ The public names::
     TokpipeError   base class of every error tokpipe raises on purpose
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tokpipe._core import __version__
 from tokpipe.errors import (
     CorpusError,
@@ -22,9 +24,24 @@ from tokpipe.errors import (
     PatternError,
     TokpipeError,
 )
-from tokpipe.lm import LanguageModel, TrainedLM, train_lm
 from tokpipe.tokenizer import Tokenizer
 from tokpipe.train import CorpusReport, train_bpe, train_unigram, train_wordpiece
+
+if TYPE_CHECKING:
+    from tokpipe.lm import LanguageModel, TrainedLM, train_lm
+
+# `tokpipe.lm` (numpy, pyarrow) is imported on first use: `import tokpipe` then loads no
+# numpy, so the command line can settle numpy's thread settings before numpy starts (see
+# `tokpipe.cli`).
+_LAZY = {"LanguageModel", "TrainedLM", "train_lm"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from tokpipe import lm
+
+        return getattr(lm, name)
+    raise AttributeError(f"module 'tokpipe' has no attribute {name!r}")
 
 __all__ = [
     "__version__",

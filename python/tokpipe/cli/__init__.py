@@ -8,15 +8,22 @@ adds the traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import click
+# Before numpy loads (the commands import it): its OpenBLAS would start a thread per core
+# that spins for work for about 0.1 s of CPU, and tokpipe does no matrix work worth threads.
+# That was 0.1 CPU-s of every command, taken from the cores the command itself needs. A
+# value the user set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from tokpipe import __version__
-from tokpipe.errors import CorpusError, TokpipeError
+import click  # noqa: E402
+
+from tokpipe import __version__  # noqa: E402
+from tokpipe.errors import CorpusError, TokpipeError  # noqa: E402
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,5 +93,8 @@ def cli(verbose: bool) -> None:
 
 def main() -> None:
     from tokpipe.cli import clean, encode, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
+    from tokpipe.pipeline.engines.local import keep_freed_memory
+
+    keep_freed_memory()
 
     cli(prog_name="tokpipe")
