@@ -96,6 +96,9 @@ _VAL_SALT = 0xD1B54A32D192ED03
 # Documents handed to the writers at a time: big enough for few, large Parquet row groups,
 # small enough that a run of long documents stays a few tens of MB.
 _WRITE_ROWS = 4096
+# Documents a batch of phase 1 holds at least (or MAX_BATCH_TEXT_BYTES of text, whichever
+# comes first).
+_ENCODE_BATCH_ROWS = 8192
 # Runs being written (Parquet encoding and compression release the GIL) while the next run
 # is gathered: the write overlaps the shuffle's reads and takes on the second core.
 _IN_FLIGHT = 2
@@ -520,7 +523,11 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     progress = progress or (lambda update: None)
     out = Path(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
-    run = replace(run, reader=replace(run.reader, extra_fields=False))
+    # Batches of at least _ENCODE_BATCH_ROWS documents: each batch ends with encoding threads
+    # waiting on the last run, then the staging write; 8 times fewer batches took 4% off the
+    # run (on 2 cores), where 32 times fewer lost the overlap of reading and encoding.
+    run = replace(run, reader=replace(run.reader, extra_fields=False,
+                                      batch_rows=max(run.reader.batch_rows, _ENCODE_BATCH_ROWS)))
     tokenizer = load_tokenizer(options.tokenizer)
     eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
     # `threads` is a speed knob, not part of what the run computes: it reaches the workers as
