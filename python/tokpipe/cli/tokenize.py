@@ -50,7 +50,7 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
               help="Encoding threads per worker [default: the cores divided by --workers].")
 @click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
 @click.option("--shuffle-buffer", default="256MB", show_default=True,
-              help="Memory the shuffle holds at once (its index of documents, about 64 bytes each, or, "
+              help="Memory the shuffle holds at once (its index of documents, about 80 bytes each, or, "
                    "for staging larger than half the memory, token ids); past it, it works key range by "
                    "key range.")
 @click.option("--task-size", default="16MB", show_default=True,

@@ -3,11 +3,12 @@
 Two phases.
 
 1. **Tokenize** (parallel, resumable): the local executor runs the ``tokenize`` stage over
-   the input tasks on the worker processes; each task's documents (``id``, ``input_ids``,
-   ``length``) land in ``OUT/.tokpipe/seg0/kept/`` as uncompressed Arrow IPC files (2 or 4
-   bytes a token), which phase 2 reads through memory maps without decoding anything; the
-   task's marker, written last, commits them. A rerun after a crash redoes only the tasks
-   that had not finished.
+   the input tasks on the worker processes. Each task's token ids are appended raw (2 or 4
+   bytes a token) to its process's ids file in ``OUT/.tokpipe/seg0/kept/``, and its
+   documents' ``id`` and ``length`` go to small Arrow IPC files beside it
+   (``writers.ids_staging``); the task's marker, written last, records them and the byte
+   range of its ids, and commits them. A rerun after a crash redoes only the tasks that had
+   not finished.
 2. **Shuffle, split, write** (one process, bounded memory): documents are numbered by their
    position in task order (fixed by the inputs, not by the worker count), and each gets
 
@@ -17,8 +18,8 @@ Two phases.
    The output is the documents sorted by ``key``: a uniform, seeded permutation, the same
    for any number of workers. It is computed without holding the corpus. When the staged
    ids fit in the page cache (half the machine's memory), an index of the documents (key,
-   staged file, byte range: about 64 bytes a document) is sorted by key and each run of
-   documents is read from the staged files in that order, straight into the buffer the
+   staged file, byte range, ``.bin`` pointer: about 80 bytes a document) is sorted by key
+   and each run of documents is read from the staged files in that order, straight into the buffer the
    writers take (``tokpipe_core::tokens::StagedFiles``): no copy on disk, no memory map of
    the whole staging; past ``shuffle_buffer`` bytes of index this goes key range by key
    range. Larger staging is scattered by key range into B buckets (temporary Arrow files,
@@ -28,10 +29,20 @@ Two phases.
    a thread takes each task's staged documents as soon as that task and all before it are
    done.
 
+   The Megatron pair is not rewritten in shuffled order: its ``.bin`` holds each split's
+   documents in input order and its ``.idx`` lists them in shuffled order, each at its byte
+   position (``_BinLayout``). When one process staged every task in order (one worker) and
+   there is no validation split and no truncation, the staged ids file *is* the train
+   ``.bin``, published as a hard link: the ids are written once. Otherwise (several
+   workers, a resumed run, ``val_fraction``, ``truncate``) the ``.bin`` is copied together
+   in input order, to the same bytes (``_write_bins``).
+
    Staging files and task markers are not fsynced: a killed process resumes exactly, and
-   after a power loss a task whose staging files came back short, empty or zero-filled
-   (the marker records each file's size) is found on resume and redone
-   (``engines.local._committed``).
+   after a power loss a task whose staging came back short (the marker records each meta
+   file's size and the end of its ids range) or whose meta files came back zero-filled is
+   found on resume and redone (``engines.local._committed``). The raw ids have no magic
+   bytes to check: ids zero-filled within the file's length are not detected (ext4's default
+   ``data=ordered`` mode writes data before the size that exposes it).
 
 Outputs, per split (``OUT/train``, ``OUT/val``):
 
@@ -46,7 +57,8 @@ Outputs, per split (``OUT/train``, ``OUT/val``):
   ``pad_tail`` filled with EOS (the ``length`` column says how many tokens are real).
 * ``megatron.bin`` / ``megatron.idx``: Megatron-LM's indexed dataset, one sequence per
   document (Megatron's GPTDataset packs documents into samples itself, so packing does not
-  apply to it; truncation does).
+  apply to it; truncation does), listed in output order over a ``.bin`` in input order
+  (see above; megatron-core reads each sequence at its pointer).
 * ``documents.parquet``: ``id`` and ``length`` of every document in output order (what
   ``tokpipe stats`` reads, and the provenance of each row).
 
@@ -118,7 +130,7 @@ class TokenizeOptions:
     seed: int = 0
     val_fraction: float = 0.0
     #: Bytes the shuffle may hold in memory for one key range: its index of documents (about
-    #: 64 bytes each), or its token ids when the staging is spilled to buckets.
+    #: 80 bytes each), or its token ids when the staging is spilled to buckets.
     shuffle_buffer: int = 256 << 20
     threads: int | None = None
 
