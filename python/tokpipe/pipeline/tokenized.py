@@ -19,10 +19,10 @@ Two phases.
    for any number of workers. It is computed without holding the corpus. When the staged
    ids fit in the page cache (half the machine's memory), an index of the documents (key,
    staged file, byte range, ``.bin`` pointer: about 80 bytes a document) is sorted by key
-   and each run of documents is read from the staged files in that order, straight into the buffer the
-   writers take (``tokpipe_core::tokens::StagedFiles``): no copy on disk, no memory map of
-   the whole staging; past ``shuffle_buffer`` bytes of index this goes key range by key
-   range. Larger staging is scattered by key range into B buckets (temporary Arrow files,
+   and each run of documents is read from the staged files in that order, straight into the
+   buffer the writers take (``tokpipe_core::tokens::StagedFiles``): no copy on disk, no
+   memory map of the whole staging; past ``shuffle_buffer`` bytes of index this goes key
+   range by key range. Larger staging is scattered by key range into B buckets (temporary Arrow files,
    written and read sequentially; B is chosen so a bucket's ids fit ``shuffle_buffer``),
    then each bucket is sorted and written out. Every gather copies a document's ids once.
    Without shuffling, documents are written in input order, and while phase 1 still runs:
