@@ -22,9 +22,9 @@ Two phases.
    and each run of documents is read from the staged files in that order, straight into the
    buffer the writers take (``tokpipe_core::tokens::StagedFiles``): no copy on disk, no
    memory map of the whole staging; past ``shuffle_buffer`` bytes of index this goes key
-   range by key range. Larger staging is scattered by key range into B buckets (temporary Arrow files,
-   written and read sequentially; B is chosen so a bucket's ids fit ``shuffle_buffer``),
-   then each bucket is sorted and written out. Every gather copies a document's ids once.
+   range by key range. Larger staging is scattered by key range into B buckets (temporary
+   Arrow files, written and read sequentially; B is chosen so a bucket's ids fit
+   ``shuffle_buffer``), then each bucket is sorted and written out. Every gather copies a document's ids once.
    Without shuffling, documents are written in input order, and while phase 1 still runs:
    a thread takes each task's staged documents as soon as that task and all before it are
    done.
