@@ -353,6 +353,23 @@ def test_a_short_ids_file_redoes_the_tasks_past_its_end(corpus: Path, tmp_path: 
     assert digest(out) == digest(reference)
 
 
+def test_tasks_staged_the_old_way_are_redone(corpus: Path, tmp_path: Path) -> None:
+    """A marker from a tokpipe that staged ids in Arrow files names no ids range: the rerun
+    redoes that task instead of failing, and the output is the uninterrupted run's."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=5)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    tokenize_corpus([str(corpus)], reference, options, run_options(1))
+    tokenize_corpus([str(corpus)], out, options, run_options(1))
+    marker = sorted((out / ".tokpipe" / "seg0").glob("*.json"))[1]
+    summary = json.loads(marker.read_text())
+    del summary["ids"]
+    marker.write_text(json.dumps(summary))
+    (out / "manifest.json").unlink()
+    resumed = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    assert resumed.tasks_run == 1
+    assert digest(out) == digest(reference)
+
+
 def test_a_clean_output_folder_is_an_input(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:
     cleaned = tmp_path / "cleaned"
     pipeline.run([corpus], cleaned, config={"stages": [{"type": "length_filter", "min": 1}]}, workers=1)

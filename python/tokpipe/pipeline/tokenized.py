@@ -434,9 +434,17 @@ class _TokenizeExecutor(LocalExecutor):
     """The local executor's tasks and staging, without its pack step: phase 1 only."""
 
     def plan(self) -> tuple[list[Task], list[Task]]:
-        """Every task of the run (planned at its first start) and those not done yet."""
+        """Every task of the run (planned at its first start) and those not done yet. A
+        task staged by a tokpipe that staged ids in Arrow files (its marker names no ids
+        range) is redone, the current way."""
         tasks = self._prepare()
-        return tasks, _pending_tasks(self.state, 0, tasks)
+        todo = _pending_tasks(self.state, 0, tasks)
+        pending = {t.index for t in todo}
+        for t in tasks:
+            if t.index not in pending and "ids" not in _summary(self.state, 0, t.index):
+                (self.state / "seg0" / f"{t.index:06d}.json").unlink()
+                todo.append(t)
+        return tasks, sorted(todo)
 
     def tokenize(self, todo: list[Task]) -> None:
         reader = asdict(self.options.reader)
@@ -653,9 +661,7 @@ class _StagedTask:
     @staticmethod
     def of(state: Path, summary: dict[str, Any]) -> _StagedTask:
         kept = state / "seg0" / "kept"
-        ids = summary.get("ids")
-        if ids is None:
-            raise PipelineError(f"task {summary['task']} was staged by an older tokpipe: delete {state} and rerun")
+        ids = summary["ids"]
         return _StagedTask([kept / name for name in summary["kept_files"]],
                            kept / ids["file"] if ids["end"] > ids["start"] else None, ids["start"], ids["end"])
 
