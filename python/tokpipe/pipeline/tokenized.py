@@ -579,7 +579,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
                   for name in SPLITS}
         if not options.shuffle:
             streamer = _Streamer(tasks, state, options, splits, itemsize,
-                                 _BinLayout(options, megatron_dtype(tokenizer.vocab_size).itemsize))
+                                 _BinLayout(options, splits))
             executor.progress = lambda update: (progress(update), streamer.notify())  # type: ignore[union-attr]
     saved = os.environ.get("RAYON_NUM_THREADS")
     if options.threads:
@@ -713,12 +713,14 @@ def _staged(tasks: list[_StagedTask], itemsize: int) -> Iterator[pa.RecordBatch]
 class _BinLayout:
     """Where each document's ids are in its split's Megatron ``.bin``: the split's documents
     in input order, back to back (each cut to a row, ``seq_len + 1`` tokens, when
-    truncating), at the ``.bin``'s dtype. ``pointers`` takes the documents of a split in
-    input order, a run at a time, and returns their byte positions."""
+    truncating), at the ``.bin``'s dtype (``width`` bytes an id; 0 when no Megatron pair is
+    written, and no pointer is used). ``pointers`` takes the documents of a split in input
+    order, a run at a time, and returns their byte positions."""
 
-    def __init__(self, options: TokenizeOptions, width: int) -> None:
+    def __init__(self, options: TokenizeOptions, splits: dict[str, _Split]) -> None:
         self.limit = options.seq_len + 1 if options.truncate and options.seq_len else None
-        self.width = width
+        megatron = splits["train"].megatron
+        self.width = megatron.dtype.itemsize if megatron is not None else 0
         self.next = {name: 0 for name in SPLITS}
 
     def lengths(self, lengths: np.ndarray) -> np.ndarray:
@@ -743,15 +745,14 @@ def _write_bins(tasks: list[_StagedTask], itemsize: int, options: TokenizeOption
     ranges = [(t.ids, t.start, t.end) for t in tasks if t.ids is not None]
     if not bins or not ranges:
         return
-    width = bins["train"].dtype.itemsize
+    layout = _BinLayout(options, splits)
     first = ranges[0][0]
     assert first is not None
     in_place = all(path == first and start == (ranges[i - 1][2] if i else 0)
                    for i, (path, start, _) in enumerate(ranges)) and os.path.getsize(first) == ranges[-1][2]
-    if in_place and width == itemsize and options.val_fraction == 0 and not options.truncate:
+    if in_place and layout.width == itemsize and options.val_fraction == 0 and not options.truncate:
         bins["train"].link_bin(first)
         return
-    layout = _BinLayout(options, width)
     files, batches = _staged_batches(tasks, itemsize)
     reader = _core.StagedFiles([str(p) for p in files])
     dtype = np.dtype(f"uint{8 * itemsize}")
@@ -770,8 +771,11 @@ def _write_bins(tasks: list[_StagedTask], itemsize: int, options: TokenizeOption
             bins[name].append_bin(np.frombuffer(values, dtype=dtype))
 
 
-def _pointers(layout: _BinLayout, lengths: np.ndarray, val: np.ndarray) -> np.ndarray:
-    """The ``.bin`` pointer of each of a run of documents (in input order), each in its split."""
+def _pointers(layout: _BinLayout, lists: pa.LargeListArray, val: np.ndarray) -> np.ndarray:
+    """The ``.bin`` pointer of each of a run of documents (their token lists, in input
+    order), each in its split."""
+    offsets, _ = list_buffers(lists)
+    lengths = np.diff(offsets)
     pointers = np.empty(len(lengths), dtype=np.int64)
     for name, mask in (("train", ~val), ("val", val)):
         pointers[mask] = layout.pointers(name, lengths[mask])
@@ -786,8 +790,8 @@ def _write_in_order(batches: Iterator[pa.RecordBatch], position: int, options: T
         keys = shuffle_keys(options.seed, np.arange(position, position + batch.num_rows))
         position += batch.num_rows
         val = val_mask(keys, options.val_fraction)
-        offsets, _ = list_buffers(batch.column(INPUT_IDS))
-        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys, _pointers(layout, np.diff(offsets), val))
+        lists = batch.column(INPUT_IDS)
+        source = _Source(batch.column(ID), lists, keys, _pointers(layout, lists, val))
         for name, mask in (("train", ~val), ("val", val)):
             if mask.all():
                 splits[name].add(source.doc_ids, source.lists, source.pointers)
@@ -860,13 +864,12 @@ def _write_shuffled_from_staging(tasks: list[_StagedTask], documents: int, items
     id_bytes = sum(b.doc_ids.nbytes for b in batches)
     buckets = max(1, -(-(documents * _INDEX_BYTES + id_bytes) // options.shuffle_buffer))
     staged = _core.StagedFiles([str(p) for p in files])
-    width = splits["train"].megatron.dtype.itemsize if splits["train"].megatron is not None else itemsize
     done = 0
     for bucket in range(buckets):
         # Per split: the documents of this key range, as parallel arrays and id pieces.
         parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]]] = \
             {name: [] for name in SPLITS}
-        layout = _BinLayout(options, width)
+        layout = _BinLayout(options, splits)
         position = 0
         for batch in batches:
             n = len(batch.offsets) - 1
@@ -958,14 +961,14 @@ def _write_shuffled_spilling(tasks: list[_StagedTask], documents: int, tokens: i
             writers[slot] = pa.ipc.new_file(str(scratch / f"{slot[0]}-{slot[1]:05d}.arrow"), batch.schema)
         writers[slot].write_batch(batch)
 
-    layout = _BinLayout(options, splits["train"].megatron.dtype.itemsize if splits["train"].megatron else itemsize)
+    layout = _BinLayout(options, splits)
     for batch in _staged(tasks, itemsize):
         n = batch.num_rows
         keys = shuffle_keys(options.seed, np.arange(position, position + n))
         position += n
         val = val_mask(keys, options.val_fraction)
-        offsets, _ = list_buffers(batch.column(INPUT_IDS))
-        source = _Source(batch.column(ID), batch.column(INPUT_IDS), keys, _pointers(layout, np.diff(offsets), val))
+        lists = batch.column(INPUT_IDS)
+        source = _Source(batch.column(ID), lists, keys, _pointers(layout, lists, val))
         if not spill:
             slot_of = val.astype(np.int64)
         else:

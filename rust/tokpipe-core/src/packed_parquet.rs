@@ -188,7 +188,7 @@ fn encode_page(
 
 /// Writes packed rows to `out` as one Parquet file: [`PackedRowsWriter::write_row_group`]
 /// for each run of rows, then [`PackedRowsWriter::finish`] for the footer. Nothing is
-/// buffered beyond the page being written.
+/// buffered beyond the row group being written (its pages, compressed in parallel).
 pub struct PackedRowsWriter<W: Write> {
     out: W,
     /// What write errors name: the file, or `<output>`.

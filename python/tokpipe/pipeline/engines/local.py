@@ -799,7 +799,7 @@ def keep_freed_memory() -> None:
     processes tokpipe runs itself (the command line's and its workers). A batch's buffers
     (texts, token ids: a few MB each) were otherwise mapped fresh from the kernel and handed
     back when freed, so every batch paid a page fault and a zeroed page per 4 KiB it wrote:
-    reading 280 MB of JSON Lines took 0.85 CPU-s, 0.62 with this (``benches/RESULTS.md``).
+    reading 280 MB of JSON Lines took 0.75 CPU-s, 0.63 with this (``bench_reader_malloc.py``).
     Blocks up to 32 MiB come from the heap instead of a mapping of their own, and the heap
     keeps up to 1 GiB of free memory. No effect where the C library has no ``mallopt``."""
     import ctypes
