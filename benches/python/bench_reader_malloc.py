@@ -23,7 +23,8 @@ from _corpus import DEFAULT_CORPUS, print_machine_facts  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from tokpipe.pipeline.config import StageSpec
-from tokpipe.pipeline.engines.local import _prefetched, keep_freed_memory
+from tokpipe.pipeline.engines.local import _prefetched
+from tokpipe.pipeline.engines.workers import keep_freed_memory
 from tokpipe.pipeline.readers import ReaderOptions, plan_tasks, read_task
 
 path, mode, keep, vocab = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]

@@ -4,6 +4,8 @@ The Rust core has one error enum; the binding maps each variant onto one class h
 that mean "the value you gave is wrong" also derive from ``ValueError`` so code that already
 catches that keeps working. File-system failures are raised as Python's own ``OSError``
 subclasses (``FileNotFoundError``...), with the file name set.
+
+``ConfigWarning`` is the one warning: a config that runs, but probably not as meant.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ __all__ = [
     "CorpusError",
     "ConfigError",
     "PipelineError",
+    "ConfigWarning",
 ]
 
 
@@ -52,3 +55,8 @@ class ConfigError(TokpipeError, ValueError):
 class PipelineError(TokpipeError):
     """A pipeline run failed (bad input under ``strict``, an output folder from another
     config, a stage that raised); the message names the file or stage."""
+
+
+class ConfigWarning(UserWarning):
+    """A pipeline config is valid but likely wrong (a ``pii`` stage told to leave the documents
+    earlier stages reject as they are, say); ``tokpipe clean`` prints it as one line."""

@@ -82,3 +82,15 @@ def test_the_shipped_example_config_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["stages"][0]["form"] == "NFKC"
+
+
+def test_a_config_warning_is_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text("stages:\n  - type: length_filter\n  - type: pii\n    scrub_rejected: false\n", encoding="utf-8")
+    result = run("clean", str(REPO / "examples" / "corpus"), "-o", str(tmp_path / "out"), "-c", str(config), "-q")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"tokpipe: warning: {config}: stages[2] (pii): scrub_rejected is false, so what length_filter drop(s) goes "
+        "to rejected/ with its personal data (text, fields, ids and duplicate_of); set scrub_rejected: true to "
+        "scrub it too"]
+    assert (tmp_path / "out" / "manifest.json").exists()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import VOCAB
 from tests.parity.peers import tiktoken_encoding
@@ -130,3 +133,89 @@ def test_a_rerun_with_other_workers_and_threads_resumes_the_same_run(tmp_path: P
     again = run(*base, "--workers", "2", "--threads", "1")
     assert again.returncode == 0, again.stderr
     assert (out / "train" / "documents.parquet").read_bytes() == first
+
+
+@pytest.fixture(scope="module")
+def packed_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tokenize output for the corruption cases below: packed Parquet and the Megatron
+    pair, one worker and no validation split, so the train .bin is the staging file linked
+    (its digest taken by reading it back, not while writing it)."""
+    root = tmp_path_factory.mktemp("verify")
+    write_corpus(root / "in")
+    out = root / "out"
+    result = run("tokenize", str(root / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both", "--pack",
+                 "--seq-len", "64", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert (out / "train" / "megatron.bin").stat().st_nlink == 2  # the staged ids file and the .bin
+    return out
+
+
+def zero_4kb(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2
+    assert len(data) >= at + 4096 and any(data[at:at + 4096]), "the .bin should hold ids there"
+    data[at:at + 4096] = bytes(4096)
+    path.write_bytes(data)
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize(("target", "damage"), [
+    ("train/megatron.bin", zero_4kb),
+    ("train/megatron.idx", flip_a_byte),
+    ("train/documents.parquet", flip_a_byte),
+    ("train/part-00000-00000.parquet", flip_a_byte),
+], ids=["bin-4kb-zeroed", "idx-byte", "documents-byte", "packed-shard-byte"])
+def test_stats_verify_finds_changed_bytes_of_every_output_file(packed_output: Path, tmp_path: Path, target: str,
+                                                              damage: Callable[[Path], None]) -> None:
+    """The same size, other bytes (what a crash or a bad disk can leave): each file's sha256
+    in the manifest catches it, and the problem names that file alone."""
+    out = tmp_path / "out"
+    shutil.copytree(packed_output, out)  # a copy: the .bin is no longer linked to the staging
+    ok = run("stats", str(out), "--verify")
+    assert ok.returncode == 0 and "verified:" in ok.stdout, ok.stderr
+    size = (out / target).stat().st_size
+    damage(out / target)
+    assert (out / target).stat().st_size == size
+    bad = run("stats", str(out), "--verify")
+    assert bad.returncode == 1, bad.stdout
+    assert "verified:" not in bad.stdout
+    problems = [line for line in bad.stderr.splitlines() if line.startswith("tokpipe: problem: ")]
+    assert problems and all(f"problem: {target}: " in line for line in problems), bad.stderr
+    assert any(f"{target}: sha256 " in line for line in problems), bad.stderr
+
+
+def test_stats_verify_says_not_verified_for_a_manifest_without_digests(packed_output: Path, tmp_path: Path) -> None:
+    """A manifest from a tokpipe that recorded only the shards' digests: verify does not say
+    "verified" over files it cannot check, it names each one; a rerun of the same command
+    records the digests."""
+    out = tmp_path / "out"
+    shutil.copytree(packed_output, out)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    manifest.pop("files", None)
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old = run("stats", str(out), "--verify")
+    assert old.returncode == 1 and "verified:" not in old.stdout
+    unchecked = sorted(line.split(": ")[2] for line in old.stderr.splitlines() if "not verified" in line)
+    assert unchecked == ["errors.jsonl", "train/documents.parquet", "train/megatron.bin", "train/megatron.idx",
+                         "val/documents.parquet", "val/megatron.bin", "val/megatron.idx"], old.stderr
+    assert "part-00000-00000.parquet" not in old.stderr  # its digest was recorded, and matches
+    again = run("tokenize", str(packed_output.parent / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both",
+                "--pack", "--seq-len", "64", "--workers", "1")
+    assert again.returncode == 0, again.stderr
+    ok = run("stats", str(out), "--verify")
+    assert ok.returncode == 0 and "verified:" in ok.stdout, ok.stderr
+
+
+def test_stats_verify_finds_a_file_the_manifest_does_not_list(packed_output: Path, tmp_path: Path) -> None:
+    """A stray shard in a split's folder would be read by a loader that globs part-*.parquet."""
+    out = tmp_path / "out"
+    shutil.copytree(packed_output, out)
+    shutil.copy(out / "train" / "part-00000-00000.parquet", out / "train" / "part-00000-00099.parquet")
+    bad = run("stats", str(out), "--verify")
+    assert bad.returncode == 1
+    assert "train/part-00000-00099.parquet: on disk but not listed in the manifest" in bad.stderr

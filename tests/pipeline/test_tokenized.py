@@ -141,6 +141,13 @@ def digest(out: Path) -> dict[str, str]:
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
+def recorded(out: Path) -> dict[str, str]:
+    """The sha256 the manifest records for each file, checked against its recorded size."""
+    files = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert all((out / e["path"]).stat().st_size == e["bytes"] for e in files)
+    return {e["path"]: e["sha256"] for e in files}
+
+
 def test_documents_are_tiktokens_ids_in_the_seeded_order(corpus: Path, tmp_path: Path,
                                                         records: list[dict[str, str]]) -> None:
     out = tmp_path / "out"
@@ -212,6 +219,9 @@ def test_the_bin_is_the_staging_linked_or_copied_to_the_same_bytes(corpus: Path,
     assert len(list((two / ".tokpipe" / "seg0" / "kept").glob("ids-*.bin"))) == 2
     assert (two / "train" / "megatron.bin").stat().st_nlink == 1
     assert digest(one) == digest(two)
+    # The manifest lists every file with its sha256, whether the .bin was linked (its digest
+    # read back) or copied (its digest taken while writing).
+    assert recorded(one) == recorded(two) == digest(one)
 
 
 def test_packed_rows_are_the_shuffled_stream_cut_every_n_plus_1(corpus: Path, tmp_path: Path,
@@ -294,6 +304,37 @@ def test_same_output_for_1_and_2_workers_reruns_and_spilled_buckets(corpus: Path
     monkeypatch.setattr(tokenized, "_write_shuffled_spilling", spilling)
     tokenize_corpus([str(corpus)], d, small, run_options(2))
     assert spilled and digest(d) == digest(a)
+    assert recorded(a) == recorded(b) == recorded(c) == recorded(d) == digest(a)
+
+
+def test_writes_are_bounded_by_tokens_whatever_the_bucketing(corpus: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of documents handed to the writers closes at _WRITE_TOKENS tokens as well as at
+    _WRITE_ROWS documents (issue 19: 4,096 documents of 1 MiB were gathered at once, 5.7 GB
+    for 2 GiB of input), and its cut, so the files' bytes, still do not depend on how the
+    shuffle bucketed the documents."""
+    budget = 2_000
+    monkeypatch.setattr(tokenized, "_WRITE_TOKENS", budget)
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=5, val_fraction=0.1)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    tokenize_corpus([str(corpus)], a, options, run_options(1))
+    tokenize_corpus([str(corpus)], b, replace(options, shuffle_buffer=20_000), run_options(1))
+    monkeypatch.setattr(tokenized, "_page_cache_budget", lambda: 0)  # spilled buckets
+    tokenize_corpus([str(corpus)], c, replace(options, shuffle_buffer=20_000), run_options(1))
+    assert digest(a) == digest(b) == digest(c)
+    groups = 0
+    for shard in (a / "train").glob("part-*.parquet"):
+        metadata = pq.ParquetFile(shard).metadata
+        lengths = pq.read_table(shard, columns=["length"]).column("length").to_numpy()
+        start = 0
+        for g in range(metadata.num_row_groups):
+            rows = metadata.row_group(g).num_rows
+            group = lengths[start:start + rows]
+            start += rows
+            # Under the budget but for the document that reached it.
+            assert group[:-1].sum() < budget
+            groups += 1
+    assert groups > 3, "the budget should have cut several row groups"
 
 
 def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: Path) -> None:
@@ -310,6 +351,7 @@ def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: P
     resumed = tokenize_corpus([str(corpus)], out, options, run_options(2))
     assert resumed.tasks_run == len(markers[1::2]) < first.tasks_run
     assert digest(out) == digest(reference)
+    assert recorded(out) == recorded(reference) == digest(reference)
 
 
 def test_damaged_staging_is_found_and_its_task_redone(corpus: Path, tmp_path: Path) -> None:
@@ -430,6 +472,7 @@ def test_unshuffled_output_written_while_encoding_is_the_input_order(corpus: Pat
     resumed = tokenize_corpus([str(corpus)], c, options, run_options(2))
     assert 0 < resumed.tasks_run < first.tasks_run
     assert digest(c) == digest(a)
+    assert recorded(c) == recorded(a) == digest(a)
 
 
 @pytest.mark.slow
@@ -479,3 +522,4 @@ def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, d
     assert not (out / "manifest.json").exists()
     finish(cli(out))
     assert digest(out) == digest(reference)
+    assert recorded(out) == recorded(reference) == digest(reference)

@@ -93,7 +93,7 @@ def cli(verbose: bool) -> None:
 
 def main() -> None:
     from tokpipe.cli import clean, encode, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
-    from tokpipe.pipeline.engines.local import keep_freed_memory
+    from tokpipe.pipeline.engines.workers import keep_freed_memory
 
     keep_freed_memory()
 

@@ -7,13 +7,14 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tokpipe.cli import UsageError, cli, friendly_errors
-from tokpipe.errors import ConfigError, CorpusError, PipelineError
+from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineError
 from tokpipe.pipeline.engines.local import ProgressUpdate
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
@@ -132,9 +133,17 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
     from tokpipe.pipeline.readers import ReaderOptions
 
     try:
-        config = load_config(config_path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConfigWarning)
+            config = load_config(config_path)
     except ConfigError as e:
         raise UsageError(str(e)) from None
+    for warning in caught:
+        # A config that runs but probably not as meant: one line, like the errors.
+        if issubclass(warning.category, ConfigWarning):
+            click.echo(f"tokpipe: warning: {' '.join(str(warning.message).split())}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     if print_config:
         click.echo(yaml.safe_dump(config.to_dict(), sort_keys=False), nl=False)
         return
@@ -175,7 +184,12 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
 
 @cli.command("stats")
 @click.argument("output", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--verify", is_flag=True, help="Also check every shard's size, row count and sha256 against the manifest.")
+@click.option("--verify", is_flag=True,
+              help="Also check the folder against its manifest; exit 1 naming each file that differs. `clean` "
+                   "output: every shard's size, sha256 and row count, and no unlisted shard. `tokenize` output: "
+                   "every file's size and sha256 (Parquet shards, documents.parquet, megatron.bin/.idx, "
+                   "errors.jsonl), the row and sequence counts, and no unlisted file in train/ or val/; a "
+                   "manifest from a tokpipe that recorded no digests fails as 'not verified'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest's stats as JSON instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tokenized folders: save the document-length histogram as a .png (matplotlib) or .html file.")
@@ -192,17 +206,19 @@ def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) 
 
         from tokpipe.pipeline.tokenized import verify_tokenized
 
+        # Checked before the summary, which reads documents.parquet: a damaged file is then
+        # named as a problem rather than failing the summary with a decoder's error.
+        found = verify_tokenized(output, tokenized) if verify else []
+        for problem in found:
+            click.echo(f"tokpipe: problem: {problem}", err=True)
+        if found:
+            sys.exit(1)
         if as_json:
             click.echo(json.dumps({k: tokenized[k] for k in ("totals", "splits", "stats")}, indent=2))
         else:
             tokenized_stats(output, tokenized, plot)
         if verify:
-            found = verify_tokenized(output, tokenized)
-            for problem in found:
-                click.echo(f"tokpipe: problem: {problem}", err=True)
-            if found:
-                sys.exit(1)
-            click.echo("verified: every shard matches the manifest")
+            click.echo("verified: every file matches its size and sha256 in the manifest, and the counts agree")
         return
     if plot is not None:
         raise UsageError("--plot applies to a `tokpipe tokenize` output folder")

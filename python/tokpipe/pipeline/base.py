@@ -18,6 +18,11 @@ only its keep mask::
 Stages see batches of any size and must give the same answer however the documents are cut
 into batches; a stage that needs every document at once (deduplication across the whole
 corpus) says so with ``scope = "global"`` and is run by the executor in its own phase.
+
+A stage can also judge its place in a config (``config_warnings``, given the stages before
+it; ``may_reject`` says whether a stage can drop documents), and ask the executor for the
+documents that stages before it reject (``rewrites_rejected``, ``rewrite_rejected``): the
+``pii`` stage scrubs them before they are written to rejected/.
 """
 
 from __future__ import annotations
@@ -35,11 +40,14 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "scratch_space", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
-           "stage_class", "split_rejected", "REASON", "STAGE"]
+           "stage_class", "split_rejected", "REASON", "STAGE", "DUPLICATE_OF"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
 REASON = "reason"
 STAGE = "stage"
+#: Column of a rejected duplicate: the id of the document kept in its place (the executor
+#: fills it from a ``GlobalStage``'s decision).
+DUPLICATE_OF = "duplicate_of"
 
 #: What ``Filter.keep`` returns: a boolean mask (True keeps the row) and the reason for the
 #: dropped rows, one string for all of them or one per row (only dropped rows' reasons are read).
@@ -157,6 +165,32 @@ class Stage:
     def params(self) -> dict[str, Any]:
         """The parameters this stage was built with (as a config would give them)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def may_reject(self) -> bool:
+        """Whether this stage, with these parameters, can drop documents. Only config checks
+        ask (see ``config_warnings``); the default is yes, since a stage that says nothing
+        might."""
+        return True
+
+    def config_warnings(self, earlier: Sequence[Stage]) -> list[str]:
+        """Problems with this stage's place in a pipeline, given the stages before it (built
+        from the same config): ``parse_config`` raises each as a ``ConfigWarning``. Say what
+        goes wrong in one line, never with document data."""
+        return []
+
+    def rewrites_rejected(self) -> bool:
+        """Whether the executor must hand this stage, through ``rewrite_rejected``, the
+        documents that stages *before* it reject. For a stage that removes what must not be
+        stored (``pii``): rejected/ is an output too, and a document dropped before the
+        stage never reached it."""
+        return False
+
+    def rewrite_rejected(self, rejected: pa.RecordBatch) -> pa.RecordBatch:
+        """Documents an earlier stage rejected (they carry ``reason``, ``stage`` and perhaps
+        ``duplicate_of``), rewritten as this stage rewrites the documents it keeps; the same
+        rows in the same order, nothing dropped, no stats counted. Called only when
+        ``rewrites_rejected``."""
+        return rejected
 
     def reject(self, batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray) -> StageResult:
         """Split ``batch`` by ``mask`` (True keeps), labelling dropped rows with ``reasons``."""

@@ -10,7 +10,10 @@
       - type: exact_dedup
 
 Each item names a registered stage (``type``) and gives its parameters; anything unknown
-(stage, parameter, top-level key) is an error naming it, before any data is read.
+(stage, parameter, top-level key) is an error naming it, before any data is read. A config
+that is valid but probably not what was meant (``Stage.config_warnings``: a ``pii`` stage
+with ``scrub_rejected: false`` after stages that drop documents) raises a
+``tokpipe.errors.ConfigWarning``.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokpipe.errors import ConfigError, TokpipeError
+from tokpipe.errors import ConfigError, ConfigWarning, TokpipeError
 from tokpipe.pipeline.base import Stage, registered_stages
 
 __all__ = ["PipelineConfig", "StageSpec", "DEFAULT_STAGES", "load_config", "parse_config"]
@@ -81,6 +85,7 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
         raise ConfigError(f"{source}: `stages` must be a non-empty list")
     known = registered_stages()
     specs = []
+    built: list[Stage] = []
     for n, item in enumerate(items, 1):
         where = f"{source}: stages[{n}]"
         if not isinstance(item, dict) or "type" not in item:
@@ -98,10 +103,15 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
                                   f"(parameters: {', '.join(accepted) or 'none'})")
         spec = StageSpec(name, params)
         try:
-            spec.build()  # constructors validate their values
+            built.append(spec.build())  # constructors validate their values
         except (TokpipeError, TypeError, ValueError) as e:
             raise ConfigError(f"{where} ({name}): {e}") from None
         specs.append(spec)
+    # Checks of a stage's place among the others (a `pii` stage after stages that drop
+    # documents, say): the config runs, so they warn instead of failing.
+    for n, stage in enumerate(built):
+        for message in stage.config_warnings(built[:n]):
+            warnings.warn(f"{source}: stages[{n + 1}] ({stage.name}): {message}", ConfigWarning, stacklevel=2)
     return PipelineConfig(tuple(specs))
 
 

@@ -63,7 +63,13 @@ Outputs, per split (``OUT/train``, ``OUT/val``):
   ``tokpipe stats`` reads, and the provenance of each row).
 
 ``OUT/manifest.json`` (written last) has per shard and per split the documents and tokens,
-the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and split fraction.
+the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and split fraction,
+and under ``files`` every file the run published (the shards, each split's
+``documents.parquet`` and Megatron pair, ``errors.jsonl``) with its size and sha256, which
+``verify_tokenized`` (``tokpipe stats --verify``) checks. The digests cost no second pass where
+the bytes go through Python anyway: the ``.idx``, and a ``.bin`` copied into place (hashed on a
+thread beside the copy). Parquet files are read once after they are closed, and a ``.bin``
+linked to the staging is read once on a thread of its own while the shuffle writes the rest.
 """
 
 from __future__ import annotations
@@ -93,7 +99,9 @@ from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress,
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
-from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
+from tokpipe.pipeline.writers._files import hash_path
+from tokpipe.pipeline.writers.manifest import is_plain_relative
+from tokpipe.pipeline.writers.megatron import MAGIC, MegatronWriter, megatron_dtype
 from tokpipe.pipeline.writers.ids_staging import close_ids_files
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter
 
@@ -102,12 +110,17 @@ __all__ = ["TokenizeOptions", "TokenizeResult", "tokenize_corpus", "shuffle_keys
 
 FORMAT = "tokpipe-tokenized"
 FORMAT_VERSION = 1
+#: The unreadable inputs, one JSON line each (in OUT).
+ERRORS_FILE = "errors.jsonl"
 SPLITS = ("train", "val")
 _MASK = (1 << 64) - 1
 _VAL_SALT = 0xD1B54A32D192ED03
 # Documents handed to the writers at a time: big enough for few, large Parquet row groups,
-# small enough that a run of long documents stays a few tens of MB.
+# small enough that a run of long documents stays a few tens of MB...
 _WRITE_ROWS = 4096
+# ... and tokens: a run closes at the document that reaches this many, so memory is bounded
+# by bytes (4,096 documents of 1 MiB were a 4 GiB run).
+_WRITE_TOKENS = 16 << 20
 # Documents a batch of phase 1 holds at least (or MAX_BATCH_TEXT_BYTES of text, whichever
 # comes first).
 _ENCODE_BATCH_ROWS = 8192
@@ -209,6 +222,8 @@ class _Split:
         self.tokens = 0
         self.truncated_tokens = 0
         self.shards: list[dict[str, Any]] = []
+        #: Every file published for the split: path (from OUT), bytes, sha256.
+        self.files: list[dict[str, Any]] = []
         self._shard_tokens = 0
         # No dictionary pages: token ids are spread over the whole vocabulary, and building
         # (then dropping) a dictionary per column chunk doubled the cost of writing them.
@@ -231,6 +246,7 @@ class _Split:
         self._side = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write-side")
         self._side_flight: deque[cf.Future[Any]] = deque()
         self._pending_rows = 0
+        self._pending_tokens = 0
         self.rows = 0
         self.dropped_tail_tokens = 0
         self.padded_tokens = 0
@@ -238,21 +254,46 @@ class _Split:
     def add(self, doc_ids: pa.Array, ids: pa.Array, pointers: np.ndarray | None = None) -> None:
         """Documents in output order: their ids, token lists (large_list) and, when a
         Megatron pair is written, their byte positions in its ``.bin`` (``_BinLayout``).
-        They are written in runs of ``_WRITE_ROWS`` documents whatever the cut of the
-        calls, so the files' bytes (row groups) do not depend on how the shuffle bucketed
-        the documents."""
+        They are written in runs of ``_WRITE_ROWS`` documents, or fewer that reach
+        ``_WRITE_TOKENS`` tokens, whatever the cut of the calls, so the files' bytes (row
+        groups) do not depend on how the shuffle bucketed the documents."""
         if self.megatron is not None and pointers is None:
             raise ValueError("the Megatron index needs each document's pointer")
         self._pending.append((doc_ids, ids, pointers))
         self._pending_rows += len(doc_ids)
-        while self._pending_rows >= _WRITE_ROWS:
-            self._drain(_WRITE_ROWS)
+        offsets, _ = list_buffers(ids)
+        self._pending_tokens += int(offsets[-1] - offsets[0])
+        while True:
+            rows = self._run_rows()
+            if not rows:
+                break
+            self._drain(rows)
 
-    @property
-    def room(self) -> int:
-        """Documents that complete the run being gathered: a caller that hands over runs of
-        this size first, then of ``_WRITE_ROWS``, has nothing concatenated."""
-        return _WRITE_ROWS - self._pending_rows
+    def _run_rows(self) -> int:
+        """The documents of the first complete run among the pending ones; 0 when they do not
+        complete one yet."""
+        if self._pending_rows < _WRITE_ROWS and self._pending_tokens < _WRITE_TOKENS:
+            return 0
+        rows = tokens = 0
+        for _, ids, _ in self._pending:
+            offsets, _ = list_buffers(ids)
+            within = self.room_for(np.diff(offsets), rows, tokens)
+            rows += within
+            tokens += int(offsets[within] - offsets[0])
+            if rows == _WRITE_ROWS or tokens >= _WRITE_TOKENS:
+                return rows
+        return rows
+
+    def room_for(self, lengths: np.ndarray, rows: int | None = None, tokens: int | None = None) -> int:
+        """How many of the next documents (token ``lengths``, in output order) complete the
+        run being gathered, past ``rows`` documents and ``tokens`` tokens (by default, those
+        pending): a caller that hands over that many first, then again as many as this says,
+        has nothing concatenated. All of ``lengths`` when they do not complete it."""
+        rows = self._pending_rows if rows is None else rows
+        tokens = self._pending_tokens if tokens is None else tokens
+        window = lengths[:max(1, _WRITE_ROWS - rows)]
+        reached = int(np.searchsorted(np.cumsum(window), _WRITE_TOKENS - tokens))
+        return min(len(window), reached + 1) if reached < len(window) else len(window)
 
     def _drain(self, rows: int) -> None:
         """Writes the first ``rows`` pending documents, concatenating only the pieces they
@@ -269,6 +310,7 @@ class _Split:
                 self._pending[0] = (doc_ids.slice(need), ids.slice(need), None if pointers is None else pointers[need:])
                 need = 0
         self._pending_rows -= rows
+        self._pending_tokens -= sum(int(list_buffers(i)[0][-1] - list_buffers(i)[0][0]) for _, i, _ in parts)
         if len(parts) == 1:
             self._add(*parts[0])
         else:
@@ -365,6 +407,10 @@ class _Split:
     def _done(self, info: Any, tokens: int) -> None:
         self.shards.append({"path": f"{self.name}/{info.name}", "rows": info.rows, "tokens": tokens,
                             "bytes": info.bytes, "sha256": info.sha256})
+        self._published(info.name, (info.bytes, info.sha256))
+
+    def _published(self, name: str, digest: tuple[int, str]) -> None:
+        self.files.append({"path": f"{self.name}/{name}", "bytes": digest[0], "sha256": digest[1]})
 
     def close(self) -> dict[str, Any]:
         if self._pending_rows:
@@ -388,13 +434,17 @@ class _Split:
                                      "padded_tokens": self.padded_tokens}
         if self.megatron is not None:
             documents = self.megatron.close()
+            assert self.megatron.bin_digest is not None and self.megatron.idx_digest is not None
             summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self.megatron.dtype.name,
                                    "documents": documents, "tokens": self.megatron.tokens,
-                                   "bin_bytes": self.megatron.bin_path.stat().st_size}
+                                   "bin_bytes": self.megatron.bin_digest[0]}
+            self._published(self.megatron.bin_path.name, self.megatron.bin_digest)
+            self._published(self.megatron.idx_path.name, self.megatron.idx_digest)
         if self._doc_writer is None:
             self.out.mkdir(parents=True, exist_ok=True)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]))
         self._doc_writer.close()
+        self._published("documents.parquet", hash_path(self._doc_tmp))
         os.replace(self._doc_tmp, self.out / "documents.parquet")
         summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens})
         return summary
@@ -459,7 +509,7 @@ class _TokenizeExecutor(LocalExecutor):
                       sizes=[_task_bytes(t) for t in todo])
         finally:
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                pool.shutdown()
             close_ids_files()
 
 
@@ -539,7 +589,18 @@ def _expand_inputs(inputs: list[str]) -> list[str]:
 
 def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions,
                     run: RunOptions = RunOptions(), progress: Progress | None = None) -> TokenizeResult:
-    """Runs both phases (see the module docstring) and returns the manifest."""
+    """Runs both phases (see the module docstring) and returns the manifest. The output
+    folder is locked from the start to the end (see ``engines.lock``)."""
+    executors: list[_TokenizeExecutor] = []
+    try:
+        return _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
+    finally:
+        for executor in executors:
+            executor.release()
+
+
+def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions, run: RunOptions,
+                     progress: Progress | None, executors: list[_TokenizeExecutor]) -> TokenizeResult:
     progress = progress or (lambda update: None)
     out = Path(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
@@ -556,6 +617,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
                                                     "append_eos": options.append_eos, "eos_token": options.eos_token,
                                                     "keep_text": False, "threads": None})])
     executor = _TokenizeExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
+    executors.append(executor)
     tasks, todo = executor.plan()
     state = executor.state
     dtype = ids_dtype(tokenizer.vocab_size)
@@ -566,7 +628,8 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     previous: dict[str, Any] | None = None
     if manifest_path.exists() and not todo:
         previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if previous.get("params") != params:
+        # A manifest without digests (an older tokpipe's) is written again, with them.
+        if previous.get("params") != params or "files" not in previous:
             previous = None
     splits: dict[str, _Split] = {}
     streamer: _Streamer | None = None
@@ -601,12 +664,14 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
                 stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
         stats.setdefault(READ_STATS, StageStats(READ_STATS))
         errors = 0
-        with open(out / ".errors.jsonl.tmp", "w", encoding="utf-8") as f:
+        errors_tmp = out / f".{ERRORS_FILE}.tmp"
+        with open(errors_tmp, "w", encoding="utf-8") as f:
             for t in tasks:
                 lines = (state / "seg0" / f"{t.index:06d}.errors.jsonl").read_text(encoding="utf-8")
                 f.write(lines)
                 errors += lines.count("\n")
-        os.replace(out / ".errors.jsonl.tmp", out / "errors.jsonl")
+        errors_digest = hash_path(errors_tmp)
+        os.replace(errors_tmp, out / ERRORS_FILE)
         if previous is not None:
             return TokenizeResult(out, previous, stats, 0)
 
@@ -642,6 +707,8 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
                    "tokens": sum(s["tokens"] for s in summaries_out.values())},
         "stats": {name: s.as_dict() for name, s in ordered.items()},
         "inputs": executor.inputs, "errors": errors, "params": params,
+        "files": sorted([{"path": ERRORS_FILE, "bytes": errors_digest[0], "sha256": errors_digest[1]},
+                         *(entry for split in splits.values() for entry in split.files)], key=lambda e: e["path"]),
     }
     _write_json(manifest_path, manifest)
     return TokenizeResult(out, manifest, ordered, len(todo))
@@ -904,7 +971,7 @@ def _write_shuffled_from_staging(tasks: list[_StagedTask], documents: int, items
             start = 0
             while start < len(lengths):
                 # Runs that complete the split's pending run, so it never concatenates.
-                end = min(len(lengths), start + split.room)
+                end = start + split.room_for(lengths[start:])
                 counts = lengths[start:end]
                 values = staged.read(file_of[start:end], starts[start:end], counts * itemsize, itemsize)
                 offsets = np.zeros(end - start + 1, dtype=np.int64)
@@ -1024,9 +1091,10 @@ def _write_bucket(sources: list[_Source], split: _Split, itemsize: int) -> int:
     the sorted copy never exists whole next to the bucket). Returns how many."""
     gather = _Gather(sources, itemsize)
     order = np.argsort(np.concatenate([src.keys for src in sources]), kind="stable")
+    lengths = gather.lengths[order]
     start = 0
     while start < len(order):
-        end = start + split.room
+        end = start + split.room_for(lengths[start:])
         split.add(*gather(order[start:end]))
         start = end
     return len(order)
@@ -1066,6 +1134,10 @@ class _Source:
         return tokens * values.itemsize + 16 * len(self.keys)
 
 
+def _source_rows(sources: list[_Source]) -> list[np.ndarray]:
+    return [src.rows if src.rows is not None else np.arange(len(src.keys), dtype=np.int64) for src in sources]
+
+
 class _Gather:
     """Gathers documents of ``sources`` (numbered one source after another) by position:
     their ids and token lists, each token copied once (``_core.gather_lists``)."""
@@ -1073,13 +1145,15 @@ class _Gather:
     def __init__(self, sources: list[_Source], itemsize: int) -> None:
         counts = np.array([len(src.keys) for src in sources], dtype=np.int64)
         self.pieces = np.repeat(np.arange(len(sources), dtype=np.int64), counts)
-        self.rows = np.concatenate([src.rows if src.rows is not None else np.arange(len(src.keys), dtype=np.int64)
-                                    for src in sources])
+        self.rows = np.concatenate(_source_rows(sources))
         self.buffers = [list_buffers(src.lists) for src in sources]
         doc_ids = [src.doc_ids if src.rows is None else src.doc_ids.take(arrow_of(src.rows)) for src in sources]
         self.doc_ids = doc_ids[0] if len(doc_ids) == 1 else pa.concat_arrays(doc_ids)
         self.pointers = np.concatenate([src.pointers for src in sources])
         self.itemsize = itemsize
+        #: Each document's token count, by position.
+        self.lengths = np.concatenate([np.diff(offsets)[rows] for (offsets, _), rows in
+                                       zip(self.buffers, _source_rows(sources))])
 
     def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray, np.ndarray]:
         """The documents at positions ``order`` (all, in turn, when None): ids, token lists
@@ -1101,40 +1175,98 @@ def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] |
     return manifest if manifest.get("format") == FORMAT else None
 
 
+def _published_paths(manifest: dict[str, Any]) -> list[str]:
+    """Every file a run publishes, as its manifest describes the run (paths from OUT, with
+    ``/``), whether or not the manifest records its digest."""
+    paths = [ERRORS_FILE]
+    for name, split in manifest["splits"].items():
+        paths += [entry["path"] for entry in split.get("parquet", [])]
+        paths.append(f"{name}/documents.parquet")
+        if split.get("megatron") is not None:
+            paths += [f"{split['megatron']['prefix']}.bin", f"{split['megatron']['prefix']}.idx"]
+    return paths
+
+
+def _check_digest(out: Path, rel: str, entry: dict[str, Any], version: str) -> list[str]:
+    """A published file against its size and sha256 in the manifest: one line per problem."""
+    path = out / rel
+    if not path.is_file():
+        return [f"{rel}: listed in the manifest but missing"]
+    size = path.stat().st_size
+    if "bytes" in entry and size != entry["bytes"]:
+        return [f"{rel}: {size} bytes on disk, manifest says {entry['bytes']}"]
+    if not entry.get("sha256"):
+        return [f"{rel}: not verified: the manifest (tokpipe {version}) records no sha256 for it; "
+                "rerun the same `tokpipe tokenize` command to record the digests"]
+    digest = hash_path(path)[1]
+    if digest != entry["sha256"]:
+        return [f"{rel}: sha256 {digest} on disk, manifest says {entry['sha256']}"]
+    return []
+
+
+def _parquet_rows(out: Path, rel: str, expected: int, what: str) -> list[str]:
+    """A Parquet file's row count (from its footer alone) against the manifest's."""
+    path = out / rel
+    if not path.is_file():
+        return []
+    try:
+        rows = pq.read_metadata(path).num_rows
+    except Exception as e:  # noqa: BLE001 - any failure to parse the footer is the finding itself
+        return [f"{rel}: not a readable Parquet file ({' '.join(str(e).split())[:200]})"]
+    return [] if rows == expected else [f"{rel}: {rows} rows, manifest says {expected} {what}"]
+
+
 def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[str]:
-    """Check a tokenized folder against its manifest: every Parquet shard's size, sha256 and
-    rows; each split's ``documents.parquet`` rows; the Megatron pair's sizes and counts."""
+    """Check a tokenized folder against its manifest; return the problems found, one line
+    each naming the file (``[]`` when all is well).
+
+    Every published file (``_published_paths``: the Parquet shards, each split's
+    ``documents.parquet``, ``megatron.bin`` and ``megatron.idx``, ``errors.jsonl``) must
+    exist with the size and sha256 the manifest's ``files`` records; the Parquet footers'
+    row counts and the ``.idx`` header's sequence count must agree with the manifest; and no
+    other file may sit in a split's folder (a loader globbing ``part-*.parquet`` would read
+    it). A manifest from a tokpipe that recorded no digests (no ``files``) still has the
+    shards' digests and the ``.bin``'s size checked; every other file is reported as "not
+    verified", a problem: such a folder is never called verified."""
     import struct
 
-    from tokpipe.pipeline.writers.manifest import _check_file
-
     out = Path(out_dir)
+    version = str(manifest.get("tokpipe_version"))
     problems: list[str] = []
-    for name, split in manifest["splits"].items():
+    recorded: dict[str, dict[str, Any]] = {entry["path"]: entry for entry in manifest.get("files", [])}
+    for split in manifest["splits"].values():
+        # Older manifests: the shards had their digests already, the .bin its size.
         for entry in split.get("parquet", []):
-            problems.extend(_check_file(out, entry))
-        documents = out / name / "documents.parquet"
-        if not documents.is_file():
-            problems.append(f"{name}/documents.parquet: missing")
-        elif pq.read_metadata(documents).num_rows != split["documents"]:
-            problems.append(f"{name}/documents.parquet: {pq.read_metadata(documents).num_rows} rows, "
-                            f"manifest says {split['documents']} documents")
+            recorded.setdefault(entry["path"], entry)
+        if split.get("megatron") is not None:
+            recorded.setdefault(f"{split['megatron']['prefix']}.bin", {"bytes": split["megatron"]["bin_bytes"]})
+    paths = dict.fromkeys([*_published_paths(manifest), *recorded])
+    for rel in paths:
+        if not is_plain_relative(rel):
+            problems.append(f"manifest.json: {rel[:200]!r} is not a plain relative path")
+            continue
+        problems.extend(_check_digest(out, rel, recorded.get(rel, {}), version))
+    for name, split in manifest["splits"].items():
+        if not is_plain_relative(name):
+            continue
+        for entry in split.get("parquet", []):
+            if is_plain_relative(entry["path"]):
+                problems.extend(_parquet_rows(out, entry["path"], entry["rows"], "rows"))
+        problems.extend(_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
         megatron = split.get("megatron")
-        if megatron is None:
-            continue
-        bin_path, idx_path = out / f"{megatron['prefix']}.bin", out / f"{megatron['prefix']}.idx"
-        if not bin_path.is_file() or not idx_path.is_file():
-            problems.append(f"{megatron['prefix']}: .bin or .idx missing")
-            continue
-        if bin_path.stat().st_size != megatron["bin_bytes"]:
-            problems.append(f"{bin_path.relative_to(out)}: {bin_path.stat().st_size} bytes, "
-                            f"manifest says {megatron['bin_bytes']}")
-        with open(idx_path, "rb") as f:
-            header = f.read(34)
-        if len(header) < 34 or header[:9] != b"MMIDIDX\x00\x00":
-            problems.append(f"{idx_path.relative_to(out)}: not a Megatron index")
-            continue
-        sequences, _ = struct.unpack("<QQ", header[18:34])
-        if sequences != megatron["documents"]:
-            problems.append(f"{idx_path.relative_to(out)}: {sequences} sequences, manifest says {megatron['documents']}")
+        idx = f"{megatron['prefix']}.idx" if megatron is not None else ""
+        if megatron is not None and is_plain_relative(idx) and (out / idx).is_file():
+            with open(out / idx, "rb") as f:
+                header = f.read(34)
+            if len(header) < 34 or header[:9] != MAGIC:
+                problems.append(f"{idx}: not a Megatron index")
+            else:
+                sequences, _ = struct.unpack("<QQ", header[18:34])
+                if sequences != megatron["documents"]:
+                    problems.append(f"{idx}: {sequences} sequences, manifest says {megatron['documents']}")
+        if (out / name).is_dir():
+            for path in sorted((out / name).iterdir()):
+                rel = f"{name}/{path.name}"
+                if not path.name.startswith(".") and rel not in paths:
+                    problems.append(f"{rel}: on disk but not listed in the manifest")
     return problems

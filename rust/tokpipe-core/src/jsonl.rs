@@ -345,7 +345,10 @@ pub fn parse_block(
     let all_utf8 = std::str::from_utf8(block).is_ok();
     let mut out = ParsedBlock {
         ids: StringsBuilder::with_capacity(0),
-        texts: StringsBuilder::with_capacity(block.len().min(text_room.saturating_add(1 << 20))),
+        // The texts are never longer than the block: reserved whole, a text of hundreds of MB
+        // is written once, not copied at each doubling of its buffer (pages that are never
+        // written cost no memory).
+        texts: StringsBuilder::with_capacity(block.len()),
         rest: Vec::new(),
         consumed: 0,
         next_line: 0,

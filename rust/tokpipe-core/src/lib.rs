@@ -25,6 +25,7 @@
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`tokens`]: token-id lists as Arrow list buffers (the gathers of tokenize's shuffle).
 //! - [`packed_parquet`]: the Parquet writer of tokenize's packed rows (fixed-width token rows).
+//! - [`zstd_file`]: zstd files decompressed a buffer at a time (the pipeline's line readers).
 //! - [`error`]: the one error enum of the crate.
 
 pub mod corpus;
@@ -43,6 +44,7 @@ pub mod pre_tokenizers;
 pub mod text;
 pub mod tokenizer;
 pub mod tokens;
+pub mod zstd_file;
 
 pub use error::{Error, Result};
 pub use tokenizer::Tokenizer;

@@ -1,12 +1,16 @@
 //! `tokpipe._core` binding of the JSON-lines block parser (`tokpipe_core::jsonl`), the fast
 //! path of `tokpipe.pipeline.readers.jsonl`: a block of lines in (any buffer, read in place),
-//! Arrow string buffers out; the GIL is released while parsing.
+//! Arrow string buffers out; the GIL is released while parsing. Also the zstd stream the line
+//! readers read `.zst` files through (`tokpipe_core::zstd_file`).
 
+use crate::errors::IntoPyResult;
 use crate::kernels::{bytes_of, owned_buffer, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use std::path::PathBuf;
 use tokpipe_core::jsonl::{count_newlines as count_in, parse_block, BlockSpec, BlockStop};
+use tokpipe_core::zstd_file::ZstdFile as CoreZstdFile;
 
 type Parsed<'py> = (
     (Bound<'py, OwnedBuffer>, Bound<'py, OwnedBuffer>),
@@ -86,7 +90,55 @@ pub fn count_newlines(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize
     py.detach(|| Ok(count_in(bytes_of(&buffer)?)))
 }
 
+/// A zstd file decompressed as it is read (see `tokpipe_core::zstd_file`): the raw stream
+/// under `tokpipe.pipeline.readers.lines`' buffered reader. `readinto` fills a writable
+/// buffer with the GIL released; a corrupt or truncated stream raises `OSError`.
+#[pyclass(module = "tokpipe._core")]
+pub struct ZstdFile {
+    inner: Option<CoreZstdFile>,
+}
+
+#[pymethods]
+impl ZstdFile {
+    #[new]
+    fn new(path: PathBuf) -> PyResult<Self> {
+        Ok(ZstdFile {
+            inner: Some(CoreZstdFile::open(path).py()?),
+        })
+    }
+
+    /// Decompressed bytes into `buffer` (any writable contiguous buffer); how many, 0 at the
+    /// end of the stream.
+    fn readinto(&mut self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let view = PyUntypedBuffer::get(buffer)?;
+        if view.readonly() || !view.is_c_contiguous() {
+            return Err(PyValueError::new_err("readinto needs a writable contiguous buffer"));
+        }
+        let Some(file) = self.inner.as_mut() else {
+            return Err(PyValueError::new_err("read of a closed zstd file"));
+        };
+        // An address, not a pointer, so the closure is Send: the exporter keeps the memory
+        // alive and in place while `view` exists, which outlives the detached read.
+        let (address, len) = (view.buf_ptr() as usize, view.len_bytes());
+        py.detach(|| {
+            if len == 0 {
+                return Ok(0);
+            }
+            // SAFETY: see above; the buffer is writable and nothing else is handed this
+            // slice while the read runs.
+            let out = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, len) };
+            file.read(out)
+        })
+        .py()
+    }
+
+    fn close(&mut self) {
+        self.inner = None;
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ZstdFile>()?;
     m.add_function(wrap_pyfunction!(parse_jsonl_block, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
     Ok(())

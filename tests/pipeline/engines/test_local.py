@@ -196,7 +196,7 @@ def test_worker_processes_share_the_cores(preset: str | None) -> None:
         "from tests.pipeline.engines.test_local import _worker_threads\n"
         "os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:2]))\n"
         "pool = LocalExecutor(parse_config({'stages': [{'type': 'exact_dedup'}]}), [], '/nonexistent')._pool(2)\n"
-        "print(json.dumps(pool.submit(_worker_threads).result()))\n"
+        "print(json.dumps(pool.submit(_worker_threads, (), 'probe', '').result()))\n"
         "pool.shutdown()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
@@ -246,3 +246,55 @@ def test_prefetched_items_keep_their_order_and_errors() -> None:
     assert [next(stream) for _ in range(3)] == [0, 1, 2]
     stream.close()
     assert closed.is_set()
+
+
+def test_batches_are_bounded_by_bytes_from_reading_to_the_shards(tmp_path: Path) -> None:
+    """Parquet input, staging read back after a global stage, and the pack step batch by
+    bytes, not only rows (issue 19: 1,024 rows of 1 MiB documents are a 1 GiB batch). The
+    input is one row group of 1 MiB documents, as pyarrow writes a table by default; the
+    output's row groups show the batches that reached the writer."""
+    import pyarrow as pa
+
+    from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
+
+    size = 1 << 20
+    words = ("crawl text with enough different words to be a document " * (size // 50))[:size - 16]
+    texts = [f"{n:08d} {words}" for n in range(80)]
+    pq.write_table(pa.table({"id": [f"d{n}" for n in range(80)], "text": texts}), tmp_path / "big.parquet")
+    assert pq.ParquetFile(tmp_path / "big.parquet").num_row_groups == 1
+    out = tmp_path / "out"
+    pipeline.run([tmp_path / "big.parquet"], out, workers=1)
+    groups = [pq.ParquetFile(shard).metadata.row_group(g).num_rows
+              for shard in sorted(out.glob("part-*.parquet")) for g in range(pq.ParquetFile(shard).num_row_groups)]
+    assert sum(groups) == 80
+    assert max(groups) <= MAX_BATCH_TEXT_BYTES // size + 1, groups
+
+
+def test_an_input_changed_before_the_resume_is_refused(tmp_path: Path) -> None:
+    """An input edited between a crash and the resume: the resumed run would mix documents
+    of the old and the new file (issue 19), so it is refused, naming the file."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    text = "A document long enough to pass the default length filter, with some more words. " * 2
+    for f in range(3):
+        write_jsonl(inputs / f"part{f}.jsonl", [{"id": f"{f}-{n}", "text": f"{text} {f} {n}"} for n in range(20)])
+    out = tmp_path / "out"
+    pipeline.run([inputs], out, workers=1)
+    # As if the run had been killed while task 1 ran: its marker, and everything after, gone.
+    state = out / ".tokpipe"
+    (state / "seg0" / "000001.json").unlink()
+    for marker in [*state.glob("global0/*"), *state.glob("pack/*.json"), out / "manifest.json"]:
+        marker.unlink()
+    changed = inputs / "part1.jsonl"
+    with open(changed, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "new", "text": text + " added after the crash"}) + "\n")
+    with pytest.raises(PipelineError, match=f"input {changed} changed since the run began"):
+        pipeline.run([inputs], out, workers=1)
+    # Put back as it was (same bytes, same modification time), the run resumes.
+    lines = changed.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]
+    stat = (state / "inputs.json")
+    recorded = json.loads(stat.read_text(encoding="utf-8"))[str(changed)]
+    changed.write_text("".join(lines), encoding="utf-8")
+    os.utime(changed, ns=(recorded[1], recorded[1]))
+    result = pipeline.run([inputs], out, workers=1)
+    assert result.kept == 60

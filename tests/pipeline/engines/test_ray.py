@@ -21,6 +21,7 @@ import ray
 import tokpipe.pipeline as pipeline
 from tests.cli.test_clean import run
 from tests.conftest import CORPORA
+from tests.pipeline.stages.test_pii import PIPELINE, corpus_of, expected_id, fake_people, outputs
 
 CONFIG = {"stages": [{"type": "exact_dedup"}, {"type": "gopher_quality"}, {"type": "minhash_dedup"}]}
 
@@ -142,3 +143,17 @@ def test_cli_engine_ray_joins_a_running_cluster_and_without_ray_exits_2(local_ra
 def outcome_of_local(corpus: Path, out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     pipeline.run([corpus], out, config=CONFIG, workers=2)
     return outcome(out)
+
+
+def test_pii_scrubs_what_earlier_stages_rejected_on_ray_as_locally(local_ray: None, tmp_path: Path) -> None:
+    # length_filter and exact_dedup drop documents before the pii stage: on Ray too, they
+    # reach rejected/ scrubbed, ids hashed and duplicate_of naming the kept copy's new id.
+    people = fake_people(8, seed=5)
+    corpus = corpus_of(tmp_path / "in", people)
+    on_ray = outputs(pipeline.run([corpus], tmp_path / "ray", config=PIPELINE, workers=2, engine="ray").out_dir)
+    assert on_ray == outputs(pipeline.run([corpus], tmp_path / "local", config=PIPELINE, workers=1).out_dir)
+    kept, rejected = on_ray
+    assert {r["reason"]: (r["id"], r["duplicate_of"]) for r in rejected} == {
+        "too_short": (expected_id(people[0]["alt"]), None),
+        "duplicate": (expected_id(people[3]["alt"]), expected_id(people[0]["email"]))}
+    assert {r["id"] for r in kept} == {expected_id(p["email"]) for p in people}

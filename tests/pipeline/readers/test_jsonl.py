@@ -71,12 +71,17 @@ def test_custom_fields_and_colliding_names(tmp_path: Path) -> None:
     assert rows == [{"id": "x1", "text": "body", "input_id": 99, "input_text": "other"}]
 
 
-def test_mixed_type_field_is_kept_as_json(tmp_path: Path) -> None:
+def test_mixed_scalar_field_widens_to_strings_and_other_clashes_are_json(tmp_path: Path) -> None:
+    # The batch rule of tokpipe.pipeline.fields: scalars of different kinds become strings
+    # (numbers and booleans as JSON prints them), a clash with a list or an object JSON text.
     path = tmp_path / "docs.jsonl"
-    path.write_bytes(_jsonl([{"text": "a", "score": 1}, {"text": "b", "score": "high"}]))
+    path.write_bytes(_jsonl([{"text": "a", "score": 1, "meta": {"k": [1]}, "flag": True},
+                             {"text": "b", "score": "high", "meta": "plain", "flag": 2.5}]))
     rows, errors = read_all([path])
     assert errors == []
-    assert [row["score"] for row in rows] == [json.dumps(1), json.dumps("high")]
+    assert [row["score"] for row in rows] == ["1", "high"]
+    assert [row["flag"] for row in rows] == ["true", "2.5"]
+    assert [json.loads(row["meta"]) for row in rows] == [{"k": [1]}, "plain"]
 
 
 def test_every_bad_line_is_reported_once_and_reading_goes_on(tmp_path: Path) -> None:
@@ -178,6 +183,50 @@ def test_truncated_zstd_keeps_what_was_read(tmp_path: Path) -> None:
     assert [(error.location, error.reason) for error in errors] == [(f"line {len(readable) + 1}", "corrupt_stream")]
 
 
+def test_corrupt_zstd_keeps_the_lines_before_the_damage(tmp_path: Path) -> None:
+    # One frame of several 128 KB blocks, damaged past the middle: the lines decoded before
+    # the damage are kept, and the error names the line where reading stopped (issue 19:
+    # all were lost, and the error said "line 1").
+    data = _jsonl([{"text": f"zstd document {n} " * 3} for n in range(20000)])
+    good = zstandard.ZstdCompressor().compress(data)
+    assert len(good) < 128 << 10 < len(data) // 4
+
+    def damaged(k: int) -> bytes:
+        bad = bytearray(good)
+        at = len(good) * 3 // 4 + k * 97
+        bad[at:at + 16] = b"\xff" * 16
+        return bytes(bad)
+
+    def decoded(compressed: bytes) -> tuple[bytes, bool]:
+        """What zstandard decodes, fed a few bytes at a time (so it gives each block as it
+        ends), and whether it found the damage."""
+        decoder = zstandard.ZstdDecompressor().decompressobj()
+        out = bytearray()
+        try:
+            for start in range(0, len(compressed), 64):
+                out += decoder.decompress(compressed[start:start + 64])
+        except zstandard.ZstdError:
+            return bytes(out), True
+        return bytes(out), False
+
+    # Damage the decoder notices: zstd frames carry no checksum by default, so some damage
+    # only decodes to other bytes.
+    compressed = next(bad for bad in map(damaged, range(64)) if decoded(bad)[1])
+    intact = _complete_lines(decoded(compressed)[0])
+    assert len(intact) > 5000
+    path = tmp_path / "bad.jsonl.zst"
+    path.write_bytes(compressed)
+
+    rows, errors = read_all([path])
+
+    # The lines before the damage, but for those of the last 16 KiB decoded before it (the
+    # reader's decoding step: a failing step loses what it decoded).
+    lost = len(intact) - len(rows)
+    assert 0 <= lost and sum(len(line) + 1 for line in intact[len(rows):]) <= 16 << 10
+    assert [row["text"] for row in rows] == [json.loads(line)["text"] for line in intact[:len(rows)]]
+    assert [(error.location, error.reason) for error in errors] == [(f"line {len(rows) + 1}", "corrupt_stream")]
+
+
 def test_multi_frame_zstd(tmp_path: Path) -> None:
     compressor = zstandard.ZstdCompressor()
     path = tmp_path / "frames.jsonl.zst"
@@ -233,3 +282,13 @@ def test_real_common_crawl_jsonl_gz() -> None:
     assert [row["text"] for row in rows] == [record["text"] for record in expected]
     assert [row["metadata"]["perplexity"] for row in rows] == [record["metadata"]["perplexity"] for record in expected]
     assert [row["source"] for row in rows] == [record["source"] for record in expected]
+
+
+def test_malformed_json_detail_names_the_column_once(tmp_path: Path) -> None:
+    # json's "Unterminated string starting at" with " at column 10" glued on read "at at column".
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"text": "broken\n{"text": }\n')
+    rows, errors = read_all([path])
+    assert rows == []
+    assert [error.detail for error in errors] == ["Unterminated string starting at: column 10",
+                                                  "Expecting value: column 10"]

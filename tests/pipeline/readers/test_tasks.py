@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +140,85 @@ def test_read_all_helper_sees_every_format(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_text('{"text": "beta"}\n', encoding="utf-8")
     rows, errors = read_all([tmp_path])
     assert errors == [] and [row["text"] for row in rows] == ["alpha", "beta"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Globs: glob.glob's matches, without its endless walk through looping links.
+
+
+def _tree(root: Path) -> None:
+    for rel in ("a.jsonl", "b.txt", "sub/c.jsonl", "sub/deeper/d.jsonl", "sub/deeper/e.parquet", ".hidden/f.jsonl",
+                "sub/.g.jsonl", "x[1]/h.jsonl", "other/i.jsonl.gz", "other/j.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("{}\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("pattern", ["**/*.jsonl", "**", "sub/**/*.jsonl", "**/deeper/*", "*/*.jsonl", "**/[a-d].jsonl",
+                                     "**/[!a]*.jsonl", "**/?.jsonl", "**/.g.jsonl", "sub/**", "**/*.json*"])
+def test_glob_matches_what_glob_matches(tmp_path: Path, pattern: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import glob as stdlib_glob
+
+    from tokpipe.pipeline.readers.tasks import _glob
+
+    _tree(tmp_path)
+    assert _glob(f"{tmp_path}/{pattern}") == sorted(stdlib_glob.glob(f"{tmp_path}/{pattern}", recursive=True))
+    monkeypatch.chdir(tmp_path)
+    assert _glob(pattern) == sorted(stdlib_glob.glob(pattern, recursive=True))
+
+
+def test_a_glob_over_looping_links_visits_each_folder_once(tmp_path: Path) -> None:
+    # Two links back up the tree: glob.glob lists 2**40 paths and never returns (issue 19).
+    _tree(tmp_path)
+    (tmp_path / "sub" / "up1").symlink_to("..")
+    (tmp_path / "sub" / "up2").symlink_to("..")
+    (tmp_path / "linked").symlink_to("sub/deeper")
+    code = ("import sys; from tokpipe.pipeline.readers import plan_tasks, ReaderOptions; "
+            "print('\\n'.join(t.path for t in plan_tasks([sys.argv[1]], ReaderOptions())))")
+    # A generous limit: only a hang reaches it.
+    result = subprocess.run([sys.executable, "-c", code, f"{tmp_path}/**/*.jsonl"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    paths = result.stdout.split()
+    assert sorted(os.path.realpath(p) for p in paths) == sorted(
+        str(tmp_path / rel) for rel in ("a.jsonl", "sub/c.jsonl", "sub/deeper/d.jsonl", "x[1]/h.jsonl"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Unreadable folders: counted and recorded, never silently skipped.
+
+
+def _without_root_privileges() -> list[str]:
+    """A command prefix under which permissions apply: root reads any file, unless the
+    capabilities that let it are dropped (setpriv, util-linux)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise FileNotFoundError("running as root, the unreadable-folder tests need util-linux's setpriv")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_an_unreadable_folder_is_recorded_with_its_error(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    (inputs / "locked").mkdir(parents=True)
+    text = "A readable document with enough words to pass the length filter of the default pipeline. " * 3
+    (inputs / "good.jsonl").write_text(json.dumps({"id": "good", "text": text}) + "\n", encoding="utf-8")
+    (inputs / "locked" / "hidden.jsonl").write_text(json.dumps({"id": "hidden", "text": text + "!"}) + "\n",
+                                                    encoding="utf-8")
+    (inputs / "locked").chmod(0)
+    try:
+        out = tmp_path / "out"
+        given = inputs / "locked" / "hidden.jsonl"  # a file inside it, named directly
+        result = subprocess.run([*_without_root_privileges(), sys.executable, "-c",
+                                 "from tokpipe.cli import main; main()", "clean", str(inputs), str(given), "-o",
+                                 str(out), "-w", "1", "-q"], capture_output=True, text=True)
+    finally:
+        (inputs / "locked").chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(e["path"], e["reason"]) for e in errors] == [(str(inputs / "locked"), "unreadable_folder"),
+                                                         (str(given), "unreadable_file")]
+    assert all("PermissionError" in e["detail"] for e in errors)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["stats"]["read"]["dropped_unreadable_folder"] == 1
+    assert manifest["totals"]["rows"] == 1

@@ -1,20 +1,30 @@
 """pii: detection against a labelled set of real paragraphs with inserted values (true spans
-known by construction), the cases it must not fire on, the actions, the metadata and stats."""
+known by construction), the cases it must not fire on, the actions, the metadata and stats;
+then what it scrubs besides the text: other fields (nested ones too), ids (hashed whole, the
+same in ``duplicate_of``), and the documents that stages before it reject, on one worker or
+several, and the config warning when those are left alone."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
+import warnings
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+import tokpipe.pipeline as pipeline
 from tests.conftest import load_documents
 from tests.pipeline.stages import pii_labels as labels
-from tokpipe.errors import InvalidArgumentError
+from tokpipe.errors import ConfigError, ConfigWarning, InvalidArgumentError
 from tokpipe.pipeline.base import registered_stages
-from tokpipe.pipeline.stages.pii import PII_TYPES, Pii, pii_spans
+from tokpipe.pipeline.config import parse_config
+from tokpipe.pipeline.stages.pii import PII_TYPES, Pii, hashed_id, pii_spans
 
 
 def batch(*texts: str) -> pa.RecordBatch:
@@ -210,3 +220,246 @@ def test_bad_params():
 
 def test_registered():
     assert registered_stages()["pii"] is Pii
+
+
+# ---------------------------------------------------------------------------------------------
+# Beyond the text: fields, ids, rejected documents.
+
+FIRST = ["ann", "bruno", "chiara", "dmitri", "emeka", "fatima", "gustav", "hana", "ines", "jamal"]
+LAST = ["lee", "okafor", "rossi", "novak", "tanaka", "silva", "haddad", "berg", "kowalski", "moreau"]
+PROSE = ("The ferry left the harbour at dawn and the gulls followed it past the lighthouse, "
+         "over water that was still grey from the night's storm. ")
+
+
+def fake_people(n: int, seed: int) -> list[dict[str, str]]:
+    """Made-up people with an address at a reserved domain and a UK drama-range phone number."""
+    rng = random.Random(seed)
+    people = []
+    for i in range(n):
+        first, last = rng.choice(FIRST), rng.choice(LAST)
+        people.append({"email": f"{first}.{last}{i}@example.org", "phone": f"+44 20 7946 {rng.randrange(10_000):04d}",
+                       "alt": f"{first[0]}{last}{i}@mail.example.net"})
+    return people
+
+
+def expected_id(value: str, salt: str = "tokpipe-pii") -> str:
+    # The documented replacement, computed here from its definition.
+    return "pii-" + hashlib.blake2b(salt.encode() + b"\0" + value.encode(), digest_size=16).hexdigest()
+
+
+def test_an_email_used_as_the_id_is_replaced_by_a_salted_hash_of_the_whole_id() -> None:
+    people = fake_people(3, seed=1)
+    ids = [people[0]["email"], "doc-000017", f"mailto:{people[1]['email']}", people[2]["phone"]]
+    batch = pa.record_batch([pa.array(ids), pa.array(["nothing to see"] * 4)], names=["id", "text"])
+    kept = Pii().process(batch).kept.column("id").to_pylist()
+    assert kept == [expected_id(ids[0]), "doc-000017", expected_id(ids[2]), expected_id(ids[3])]
+    assert kept == [hashed_id(ids[0]), "doc-000017", hashed_id(ids[2]), hashed_id(ids[3])]
+    assert len(set(kept)) == 4  # a tag would have made the three one
+    assert Pii(salt="s3").process(batch).kept.column("id")[0].as_py() == expected_id(ids[0], "s3")
+    assert Pii(id_action="hash_all").process(batch).kept.column("id").to_pylist() == [expected_id(i) for i in ids]
+    assert Pii(id_action="keep").process(batch).kept.column("id").to_pylist() == ids
+    spaced = [" doc 18\t", "é-19 ", ""]
+    padded = pa.record_batch([pa.array(spaced, pa.large_string()), pa.array(["x"] * 3)], names=["id", "text"])
+    assert Pii(id_action="hash_all").process(padded).kept.column("id").to_pylist() == [expected_id(i) for i in spaced]
+    # Only types that are acted on: an e-mail address kept in the text is kept in the id.
+    assert Pii(actions={"email": "keep"}).process(batch).kept.column("id")[0].as_py() == ids[0]
+    # Scrubbing a scrubbed batch again changes no id.
+    again = Pii(id_action="hash_all").process(Pii().process(batch).kept.drop_columns(["pii"]))
+    assert again.kept.column("id").to_pylist()[0] == expected_id(ids[0])
+
+
+def test_extra_string_fields_are_scrubbed_and_counted_in_the_metadata() -> None:
+    people = fake_people(2, seed=2)
+    batch = pa.record_batch({
+        "id": pa.array(["a", "b"]),
+        "text": pa.array([f"Call {people[0]['phone']} today.", "Nothing here."]),
+        "author_email": pa.array([people[0]["email"], None]),
+        "signature": pa.array(["-- The editors", f"-- Reply to <{people[1]['email']}>"]),
+        "year": pa.array([2021, 2022]),
+    })
+    stage = Pii()
+    kept = stage.process(batch).kept
+    assert kept.column("author_email").to_pylist() == ["<EMAIL>", None]
+    assert kept.column("signature").to_pylist() == ["-- The editors", "-- Reply to <<EMAIL>>"]
+    assert kept.column("year").to_pylist() == [2021, 2022]
+    assert kept.schema.field("author_email").type == pa.string()
+    meta = [json.loads(m) for m in kept.column("pii").to_pylist()]
+    # The text's counts and spans as before; the other fields' counts under "fields".
+    assert meta[0] == {"counts": {"phone": 1}, "spans": [["phone", 5, 21]], "fields": {"author_email": {"email": 1}}}
+    assert meta[1] == {"counts": {}, "spans": [], "fields": {"signature": {"email": 1}}}
+    stats = stage.stats.as_dict()
+    assert (stats["pii_phone"], stats["pii_email"], stats["pii_in_fields"]) == (1, 0, 2)
+    dumped = json.dumps(stats) + json.dumps(meta)
+    assert not any(value in dumped for person in people for value in person.values())
+
+
+def test_nested_strings_are_scrubbed_meta_phone_lists_and_maps() -> None:
+    people = fake_people(4, seed=3)
+    meta_type = pa.struct([("phone", pa.string()), ("source", pa.string()), ("pages", pa.int32())])
+    authors_type = pa.list_(pa.struct([("name", pa.string()), ("email", pa.string())]))
+    batch = pa.record_batch({
+        "id": pa.array(["a", "b", "c"]),
+        "text": pa.array(["one", "two", "three"]),
+        "meta": pa.array([{"phone": people[0]["phone"], "source": "crawl", "pages": 3}, None,
+                          {"phone": None, "source": f"sent by {people[1]['email']}", "pages": 1}], type=meta_type),
+        "authors": pa.array([[{"name": "A. Lee", "email": people[2]["email"]}], [], None], type=authors_type),
+        "headers": pa.array([[("reply-to", people[3]["email"])], None, []], type=pa.map_(pa.string(), pa.string())),
+    })
+    # A slice, so that the nested arrays' offsets are not zero.
+    whole = pa.concat_batches([batch.slice(2, 1), batch]).slice(1)
+    kept = Pii().process(whole).kept
+    assert kept.column("meta").to_pylist() == [{"phone": "<PHONE>", "source": "crawl", "pages": 3}, None,
+                                               {"phone": None, "source": "sent by <EMAIL>", "pages": 1}]
+    assert kept.column("authors").to_pylist() == [[{"name": "A. Lee", "email": "<EMAIL>"}], [], None]
+    assert kept.column("headers").to_pylist() == [[("reply-to", "<EMAIL>")], None, []]
+    assert kept.schema.equals(whole.schema.append(pa.field("pii", pa.string())))
+    fields = [json.loads(m).get("fields") for m in kept.column("pii").to_pylist()]
+    assert fields == [{"meta.phone": {"phone": 1}, "authors.email": {"email": 1}, "headers.value": {"email": 1}},
+                      None, {"meta.source": {"email": 1}}]
+
+
+def test_json_text_fields_are_scrubbed_and_stay_json() -> None:
+    # A field kept as JSON text (Arrow's JSON extension type) is scrubbed as text; a row the
+    # text scrub would leave unparseable (a secret's value running into an escaped quote) is
+    # redone from its parsed value.
+    people = fake_people(2, seed=6)
+    values = [{"contact": people[0]["email"], "n": 1}, None, [people[1]["phone"], {"k": 2.5}],
+              {"note": 'token: Ab1\\"x', "who": people[1]["email"]}]
+    texts = [None if v is None else json.dumps(v) for v in values]
+    meta = pa.ExtensionArray.from_storage(pa.json_(pa.string()), pa.array(texts))
+    batch = pa.record_batch([pa.array(["a", "b", "c", "d"]), pa.array(["one", "two", "three", "four"]), meta],
+                            names=["id", "text", "meta"])
+    kept = Pii().process(batch).kept.column("meta")
+    assert kept.type == pa.json_(pa.string())
+    parsed = [None if t is None else json.loads(t) for t in kept.storage.to_pylist()]
+    assert parsed[:3] == [{"contact": "<EMAIL>", "n": 1}, None, ["<PHONE>", {"k": 2.5}]]
+    assert parsed[3]["who"] == "<EMAIL>"
+    # `fields` cannot pick inside JSON text: naming a path into it scrubs all of it.
+    narrow = Pii(fields=["meta.nothing"]).process(batch).kept.column("meta").storage.to_pylist()
+    assert json.loads(narrow[0]) == {"contact": "<EMAIL>", "n": 1}
+
+
+def test_fields_names_the_fields_and_the_text_is_always_scrubbed() -> None:
+    people = fake_people(2, seed=4)
+    batch = pa.record_batch({
+        "id": pa.array(["a"]),
+        "text": pa.array([f"Mail {people[0]['email']}"]),
+        "author_email": pa.array([people[1]["email"]]),
+        "meta": pa.array([{"phone": people[0]["phone"], "note": people[1]["alt"]}]),
+    })
+    kept = Pii(fields=["meta.phone"]).process(batch).kept.to_pylist()[0]
+    assert kept["text"] == "Mail <EMAIL>"
+    assert kept["meta"] == {"phone": "<PHONE>", "note": people[1]["alt"]}
+    assert kept["author_email"] == people[1]["email"]
+    assert Pii(fields=["meta"]).process(batch).kept.to_pylist()[0]["meta"] == {"phone": "<PHONE>", "note": "<EMAIL>"}
+    assert Pii(fields=[]).process(batch).kept.to_pylist()[0]["meta"] == batch.to_pylist()[0]["meta"]
+    for bad in ("author_email", ["id"], ["duplicate_of"], [""]):
+        with pytest.raises(InvalidArgumentError):
+            Pii(fields=bad)
+    with pytest.raises(InvalidArgumentError):
+        Pii(id_action="tag")
+
+
+def corpus_of(root: Path, people: list[dict[str, str]]) -> Path:
+    """Three JSONL files (three tasks) of documents whose ids are e-mail addresses, with PII
+    in the text, in a top-level field and in ``meta.phone``; a short one for length_filter
+    to drop, and an exact copy of the first (under another id, later in the same file) for
+    exact_dedup to drop."""
+    root.mkdir()
+    docs: list[dict[str, Any]] = []
+    for i, person in enumerate(people):
+        text = PROSE * 2 + f"Bookings: {person['phone']} or {person['alt']} (ref {i})."
+        docs.append({"id": person["email"], "text": text, "author_email": person["alt"],
+                     "meta": {"phone": person["phone"]}})
+    docs.append({"id": people[0]["alt"], "text": f"Write to {people[1]['email']}", "author_email": people[2]["email"],
+                 "meta": {"phone": people[2]["phone"]}})
+    docs.append({"id": people[3]["alt"], "text": docs[0]["text"], "author_email": people[5]["email"],
+                 "meta": {"phone": people[5]["phone"]}})
+    for part in range(3):
+        lines = [json.dumps(d) + "\n" for d in docs[part::3]]
+        (root / f"part{part}.jsonl").write_text("".join(lines), encoding="utf-8")
+    return root
+
+
+def every_string(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in every_string(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in every_string(v)]
+    return []
+
+
+def outputs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def rows(pattern: str) -> list[dict[str, Any]]:
+        found = [r for f in sorted(out.glob(pattern)) for r in pq.read_table(f).to_pylist()]
+        return sorted(found, key=lambda r: r["id"])
+    return rows("part-*.parquet"), rows("rejected/part-*.parquet")
+
+
+PIPELINE = {"stages": [{"type": "length_filter", "min": 60}, {"type": "exact_dedup"}, {"type": "pii"}]}
+
+
+def test_documents_rejected_before_the_pii_stage_are_scrubbed_and_duplicate_of_follows_the_ids(tmp_path: Path) -> None:
+    people = fake_people(8, seed=5)
+    corpus = corpus_of(tmp_path / "in", people)
+    kept, rejected = outputs(pipeline.run([corpus], tmp_path / "out", config=PIPELINE, workers=1).out_dir)
+    raw = {v for person in people for v in person.values()}
+    for row in kept + rejected:
+        leaked = [s for s in every_string(row) for value in raw if value in s]
+        assert not leaked, (row["id"], row.get("stage"))
+    assert len(kept) == 8 and {r["id"] for r in kept} == {expected_id(p["email"]) for p in people}
+    assert all(r["meta"]["phone"] == "<PHONE>" and r["author_email"] == "<EMAIL>" for r in kept)
+    by_reason = {r["reason"]: r for r in rejected}
+    assert set(by_reason) == {"too_short", "duplicate"}
+    assert by_reason["too_short"]["id"] == expected_id(people[0]["alt"])
+    assert by_reason["too_short"]["text"] == "Write to <EMAIL>"
+    assert by_reason["too_short"]["stage"] == "length_filter"
+    # The copy names the kept document by the id it has in the output.
+    assert by_reason["duplicate"]["id"] == expected_id(people[3]["alt"])
+    assert by_reason["duplicate"]["duplicate_of"] == expected_id(people[0]["email"])
+    assert by_reason["duplicate"]["duplicate_of"] in {r["id"] for r in kept}
+
+
+def test_pii_before_dedup_gives_the_same_ids_and_the_same_output_for_any_worker_count(tmp_path: Path) -> None:
+    people = fake_people(8, seed=5)
+    corpus = corpus_of(tmp_path / "in", people)
+    first = {"stages": [{"type": "pii"}, {"type": "length_filter", "min": 60}, {"type": "exact_dedup"}]}
+    # Two runs, in one process and in three worker processes (one task each).
+    runs = [outputs(pipeline.run([corpus], tmp_path / f"out{w}", config=first, workers=w).out_dir) for w in (1, 3)]
+    assert runs[0] == runs[1]
+    kept, rejected = runs[0]
+    duplicate = next(r for r in rejected if r["reason"] == "duplicate")
+    assert duplicate["duplicate_of"] == expected_id(people[0]["email"])
+    # Scrubbing first or last gives the same kept documents and ids.
+    last, _ = outputs(pipeline.run([corpus], tmp_path / "last", config=PIPELINE, workers=1).out_dir)
+    assert [(r["id"], r["text"]) for r in kept] == [(r["id"], r["text"]) for r in last]
+
+
+def test_scrub_rejected_false_after_a_dropping_stage_warns_at_config_time() -> None:
+    config = {"stages": [{"type": "normalize"}, {"type": "length_filter"}, {"type": "exact_dedup"},
+                         {"type": "pii", "scrub_rejected": False}]}
+    with pytest.warns(ConfigWarning, match=r"stages\[4\] \(pii\): scrub_rejected is false, so what "
+                                           r"length_filter, exact_dedup drop\(s\) goes to rejected/"):
+        parse_config(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none of these warns
+        parse_config({"stages": [{"type": "normalize"}, {"type": "pii", "scrub_rejected": False}]})
+        parse_config({"stages": [{"type": "length_filter"}, {"type": "pii"}]})
+        parse_config({"stages": [{"type": "pii", "scrub_rejected": False}, {"type": "length_filter"}]})
+    # A pii stage that drops documents counts as a dropping stage for a later one.
+    with pytest.warns(ConfigWarning, match=r"stages\[2\] \(pii\)"):
+        parse_config({"stages": [{"type": "pii", "action": "drop_doc"}, {"type": "pii", "scrub_rejected": False}]})
+    with pytest.raises(ConfigError, match="scrub_rejected"):
+        parse_config({"stages": [{"type": "pii", "scrub_rejected": "no"}]})
+
+
+def test_scrub_rejected_false_leaves_earlier_rejections_as_they_were(tmp_path: Path) -> None:
+    people = fake_people(8, seed=5)
+    corpus = corpus_of(tmp_path / "in", people)
+    config = {"stages": [*PIPELINE["stages"][:2], {"type": "pii", "scrub_rejected": False}]}
+    with pytest.warns(ConfigWarning):
+        parsed = parse_config(config)
+    _, rejected = outputs(pipeline.run([corpus], tmp_path / "out", config=parsed, workers=1).out_dir)
+    assert {r["id"] for r in rejected} == {people[0]["alt"], people[3]["alt"]}

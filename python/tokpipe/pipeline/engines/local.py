@@ -19,13 +19,18 @@ pack) writes its files under temporary names and commits by writing its marker l
 killed run restarts exactly where it stopped, and a unit is either wholly there or redone.
 Global stages see documents in task order, so the kept copy of a duplicate is the same for
 any number of workers; only the cut of the final shards depends on ``workers``.
+
+A document a stage drops is staged in rejected/ as it was then, except that it first goes
+through every later stage that rewrites rejected documents (``Stage.rewrites_rejected``:
+``pii`` with ``scrub_rejected``, its default), so rejected/ holds no personal data the kept
+shards would not. The Ray engine runs these same work units.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+from concurrent.futures.process import BrokenProcessPool
 import json
-import multiprocessing
 import os
 import queue
 import shutil
@@ -40,17 +45,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe.errors import CorpusError, PipelineError
-from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, Stage, StageStats, split_rejected
+from tokpipe.pipeline.base import DUPLICATE_OF, DecideContext, Decision, GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
+from tokpipe.pipeline.engines.lock import RunLock
+from tokpipe.pipeline.engines.workers import WorkerPool, run_unit
+from tokpipe.pipeline.fields import conform, union_schema
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
+from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
+from tokpipe.pipeline.readers.parquet import parquet_batches
 from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo, write_manifest
 from tokpipe.pipeline.writers.ids_staging import IdsStagingWriter
 
 __all__ = ["LocalExecutor", "RunOptions", "RunResult", "ProgressUpdate", "Progress", "DUPLICATE_OF", "READ_STATS"]
 
-#: Column of a rejected duplicate: the id of the document kept in its place.
-DUPLICATE_OF = "duplicate_of"
 #: Stats key of the readers: documents read and input set aside, per reason.
 READ_STATS = "read"
 _KEY = "_tokpipe_key"
@@ -59,6 +67,12 @@ _STAGING_SHARD = 1 << 30
 # Staging files are written once and read once: lz4 costs a fraction of zstd's time there.
 _STAGING_CODEC = "lz4"
 _STATE = ".tokpipe"
+# In the state folder: the run's lock (`engines.lock`), and each input file's size and mtime.
+_LOCK = "lock.json"
+_INPUTS = "inputs.json"
+# Rows per batch when the pack step copies staging into the final shards (bytes bound them
+# too: see `parquet_batches`); pyarrow's own default.
+_PACK_ROWS = 65_536
 T = TypeVar("T")
 
 
@@ -127,6 +141,17 @@ def _segments(config: PipelineConfig) -> list[tuple[list[StageSpec], StageSpec |
     return segments
 
 
+def _rewriters(config: PipelineConfig) -> list[tuple[int, dict[str, Any]]]:
+    """The stages that rewrite the documents rejected before them (``Stage.rewrites_rejected``),
+    with their place in the stage list. Only stages whose class can say yes are built here:
+    building others may load a model."""
+    from tokpipe.pipeline.base import registered_stages
+
+    known = registered_stages()
+    return [(place, {"type": spec.type, "params": spec.params}) for place, spec in enumerate(config.stages)
+            if known[spec.type].rewrites_rejected is not Stage.rewrites_rejected and spec.build().rewrites_rejected()]
+
+
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
@@ -158,17 +183,25 @@ def _with_rejection_columns(rejected: pa.RecordBatch) -> pa.RecordBatch:
 
 def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[str, Any]], dict[str, Any] | None],
                       previous_global: dict[str, Any] | None, reader: dict[str, Any],
-                      staging: str = "parquet") -> dict[str, Any]:
+                      staging: str = "parquet", first: int = 0,
+                      rewriters: Sequence[tuple[int, dict[str, Any]]] = ()) -> dict[str, Any]:
     """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
     the segment's document stages, and the keys of the global stage that ends it. Batches
     stream through to staging shards; nothing holds a whole task in memory. ``staging`` is
     the staging files' format: lz4 Parquet, (``"arrow"``) uncompressed Arrow IPC for a
     consumer that memory-maps them, or (``"ids"``, ``tokpipe tokenize``) the token ids raw
     in the process's ids file and the rest in Arrow IPC (``writers.ids_staging``); either
-    way the task's marker, written last, commits them."""
+    way the task's marker, written last, commits them.
+
+    ``first`` is the place of the segment's first stage in the config's stage list, and
+    ``rewriters`` the stages (place, spec) that rewrite the documents rejected before them
+    (``Stage.rewrites_rejected``: ``pii`` with ``scrub_rejected``): a document a stage drops
+    goes through every such stage placed after that stage, wherever it is in the pipeline,
+    before it is staged in rejected/."""
     state_dir = Path(state)
     stage_specs, global_spec = segment
     stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
+    later: list[tuple[int, Stage]] = [(place, StageSpec(s["type"], s["params"]).build()) for place, s in rewriters]
     closing: GlobalStage | None = None
     if global_spec is not None:
         built = StageSpec(global_spec["type"], global_spec["params"]).build()
@@ -191,9 +224,16 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
             files[kind].append(info.name)
             sizes[f"{kind}/{info.name}"] = info.bytes
 
-    def reject(batch: pa.RecordBatch) -> None:
+    def reject(batch: pa.RecordBatch, place: int) -> None:
+        """Stages the documents that the stage at ``place`` in the config dropped."""
+        for after, rewriter in later:
+            if after > place:
+                batch = rewriter.rewrite_rejected(batch)
         counts["rejected"] += batch.num_rows
         record("rejected", rejected_writer.write(_with_rejection_columns(batch)))
+
+    def reject_duplicates(batch: pa.RecordBatch) -> None:
+        reject(batch, first - 1)  # the global stage that ended the previous segment
 
     def batches() -> Iterator[pa.RecordBatch]:
         if k == 0:
@@ -217,23 +257,23 @@ def _run_segment_task(state: str, k: int, task: Task, segment: tuple[list[dict[s
             deciding = built
         offset = 0
         for name in previous["kept_files"]:
-            for batch in pq.ParquetFile(state_dir / f"seg{k - 1}" / "kept" / name).iter_batches(
-                    batch_size=reader.get("batch_rows", 1024)):
+            for batch in parquet_batches(pq.ParquetFile(state_dir / f"seg{k - 1}" / "kept" / name),
+                                         reader.get("batch_rows", 1024)):
                 if _KEY in batch.schema.names:
                     batch = batch.drop_columns([_KEY])
                 if verdicts is not None and deciding is not None:
                     verdict = verdicts.slice(offset, batch.num_rows)
                     offset += batch.num_rows
-                    batch = _apply_verdicts(batch, verdict, deciding, reject)
+                    batch = _apply_verdicts(batch, verdict, deciding, reject_duplicates)
                 if batch.num_rows:
                     yield batch
 
     try:
         for batch in batches():
-            for stage in stages:
+            for place, stage in enumerate(stages, first):
                 result = stage.process(batch)
                 if result.rejected is not None and result.rejected.num_rows:
-                    reject(result.rejected)
+                    reject(result.rejected, place)
                 batch = result.kept
                 if not batch.num_rows:
                     break
@@ -419,24 +459,44 @@ def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segment
     order, and every segment's rejected documents, each cast to the run's one schema."""
     state_dir, out = Path(state), Path(out_dir)
     last = segments - 1
+
+    def staged(kind: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        for t in tasks:
+            for k in (range(segments) if kind == "rejected" else [last]):
+                for name in _summary(state_dir, k, t)[f"{kind}_files"]:
+                    for batch in parquet_batches(pq.ParquetFile(state_dir / f"seg{k}" / kind / name), _PACK_ROWS):
+                        yield conform(batch, schema)
+
     with ParquetShardWriter(out, worker, shard_size) as kept, \
             ParquetShardWriter(out / "rejected", worker, shard_size) as rejected:
-        shards: list[ShardInfo] = []
-        rejected_shards: list[ShardInfo] = []
-        for t in tasks:
-            for k in range(segments):
-                for name in _summary(state_dir, k, t)["rejected_files"]:
-                    for batch in pq.ParquetFile(state_dir / f"seg{k}" / "rejected" / name).iter_batches():
-                        rejected_shards += rejected.write(_conform(batch, rejected_schema))
-            for name in _summary(state_dir, last, t)["kept_files"]:
-                for batch in pq.ParquetFile(state_dir / f"seg{last}" / "kept" / name).iter_batches():
-                    shards += kept.write(_conform(batch, kept_schema))
-        shards += kept.close()
+        rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
+                           for info in rejected.write(batch)]
         rejected_shards += rejected.close()
+        shards = [info for batch in _row_groups(staged("kept", kept_schema), shard_size) for info in kept.write(batch)]
+        shards += kept.close()
     summary = {"worker": worker, "tasks": tasks, "shards": [asdict(s) for s in shards],
                "rejected": [asdict(s) for s in rejected_shards]}
     _write_json(state_dir / "pack" / f"{worker}.json", summary)
     return summary
+
+
+def _row_groups(batches: Iterator[pa.RecordBatch], shard_size: int) -> Iterator[pa.RecordBatch]:
+    """Consecutive batches of one schema joined into batches of up to :data:`_PACK_ROWS`
+    rows and :data:`MAX_BATCH_TEXT_BYTES` (and no more than a shard, which closes after the
+    batch that fills it): each becomes one row group of a final shard, of a good size
+    whatever size the staged batches were, and no bigger than the byte budget."""
+    limit = min(MAX_BATCH_TEXT_BYTES, shard_size)
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if pending and (rows + batch.num_rows > _PACK_ROWS or size + batch.nbytes > limit):
+            yield pa.concat_batches(pending)
+            pending, rows, size = [], 0, 0
+        pending.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+    if pending:
+        yield pa.concat_batches(pending)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,35 +521,55 @@ class LocalExecutor:
         return {"config": self.config.to_dict(), "inputs": self.inputs, "reader": reader}
 
     def _prepare(self) -> list[Task]:
+        """Takes the folder's lock (``engines.lock``), then starts the run's state or checks
+        the one there (same config, inputs and reader options; inputs unchanged since). The
+        lock is held until :meth:`release`."""
+        self._lock = RunLock(self.state / _LOCK, str(self.out))
+        self._lock.acquire()
+        try:
+            return self._start_or_resume()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Gives back the output folder's lock taken by :meth:`_prepare`."""
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.release()
+
+    def _start_or_resume(self) -> list[Task]:
         identity = self._identity()
         run_file = self.state / "run.json"
-        if self.options.overwrite and self.out.exists():
-            shutil.rmtree(self.out)
+        if self.options.overwrite:
+            _clear(self.out)
         if run_file.exists():
             previous = json.loads(run_file.read_text(encoding="utf-8"))
             if previous != identity:
                 raise PipelineError(f"{self.out} holds a run with a different config, inputs or reader options; "
                                     "use --overwrite to start over, or another output folder")
             tasks = [Task(**t) for t in json.loads((self.state / "tasks.json").read_text(encoding="utf-8"))]
+            _check_inputs(self.state / _INPUTS, self.out)
             return tasks
-        if self.out.exists() and any(self.out.iterdir()):
+        if any(_contents(self.out)):
             raise PipelineError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another folder")
         tasks = plan_tasks(self.inputs, self.options.reader)
-        self.state.mkdir(parents=True, exist_ok=True)
         for k in range(len(self.segments)):
             (self.state / f"seg{k}").mkdir(exist_ok=True)
             (self.state / f"global{k}").mkdir(exist_ok=True)
         (self.state / "pack").mkdir(exist_ok=True)
         _write_json(self.state / "tasks.json", [asdict(t) for t in tasks])
+        _write_json(self.state / _INPUTS, _input_stats(tasks))
         _write_json(run_file, identity)
         return tasks
 
-    def _map(self, pool: cf.Executor | None, phase: str, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+    def _map(self, pool: WorkerPool | None, phase: str, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]],
              sizes: list[int] | None = None) -> list[Any]:
         """Runs jobs in the pool (or here), reporting progress (by ``sizes`` in bytes when
         given, else by job); the first failure stops the run."""
         weights = sizes or [1] * len(jobs)
         update = ProgressUpdate(phase, 0, sum(weights), "bytes" if sizes else "units")
+        place = str(self.out)
 
         def advance(weight: int, result: Any) -> None:
             update.done += weight
@@ -501,13 +581,15 @@ class LocalExecutor:
         if pool is None:
             results = []
             for (fn, args), weight in zip(jobs, weights):
-                results.append(_guarded(fn, args))
+                results.append(run_unit(fn, args, unit_label(fn, args), place))
                 advance(weight, results[-1])
             return results
-        futures = {pool.submit(_guarded, fn, args): weight for (fn, args), weight in zip(jobs, weights)}
+        futures = {pool.submit(fn, args, unit_label(fn, args), place): weight for (fn, args), weight in zip(jobs, weights)}
         try:
             for future in cf.as_completed(futures):
                 advance(futures[future], future.result())
+        except BrokenProcessPool as error:
+            raise pool.failure(error) from None
         except BaseException:
             for f in futures:
                 f.cancel()
@@ -516,36 +598,43 @@ class LocalExecutor:
 
     def run(self) -> RunResult:
         tasks = self._prepare()
+        try:
+            return self._run(tasks)
+        finally:
+            self.release()
+
+    def _run(self, tasks: list[Task]) -> RunResult:
         reader = asdict(self.options.reader)
         reader["strict"] = self.options.strict
         workers = max(1, self.options.workers)
         pool = self._pool(workers)
         tasks_run = 0
+        rewriters = _rewriters(self.config)
         try:
             previous_global: dict[str, Any] | None = None
+            first = 0  # the place of segment k's first stage in the config
             for k, (stage_specs, global_spec) in enumerate(self.segments):
                 specs = [{"type": s.type, "params": s.params} for s in stage_specs]
                 closing = {"type": global_spec.type, "params": global_spec.params} if global_spec else None
                 todo = _pending_tasks(self.state, k, tasks)
                 tasks_run += len(todo)
                 self._map(pool, f"segment {k + 1}/{len(self.segments)}", [
-                    (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader)) for t in todo],
+                    (_run_segment_task, (str(self.state), k, t, (specs, closing), previous_global, reader, "parquet",
+                                         first, rewriters)) for t in todo],
                     sizes=[_task_bytes(t) for t in todo])
                 if global_spec is not None:
                     self._decide(k, tasks, global_spec)
                 previous_global = closing
+                first += len(stage_specs) + (global_spec is not None)
             packs = self._pack(pool, tasks, workers)
         finally:
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                pool.shutdown()
         return self._finish(tasks, packs, tasks_run)
 
-    def _pool(self, workers: int) -> cf.Executor | None:
+    def _pool(self, workers: int) -> WorkerPool | None:
         """Where work units run: worker processes, or this process for one worker."""
-        if workers > 1:
-            return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                          initializer=share_cores, initargs=(workers,))
-        return None
+        return WorkerPool(workers) if workers > 1 else None
 
     def _decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
                       files: list[list[Path]], sizes: list[int]) -> list[Any]:
@@ -615,7 +704,7 @@ class LocalExecutor:
         _write_json(done, {"stats": stats.as_dict()})
         self.progress(ProgressUpdate(f"{spec.type}: deciding", 1, 1, "units"))
 
-    def _pack(self, pool: cf.Executor | None, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
+    def _pack(self, pool: WorkerPool | None, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
         pack_dir = self.state / "pack"
         params = {"workers": workers, "shard_size": self.options.shard_size}
         params_file = pack_dir / "params.json"
@@ -644,8 +733,10 @@ class LocalExecutor:
 
     def _output_schemas(self, tasks: list[Task]) -> tuple[pa.Schema, pa.Schema]:
         """One schema for all kept shards and one for all rejected shards: the union of the
-        staging files' columns (inputs of different formats carry different fields), so the
-        output folder reads as one table (pyarrow.dataset, HF datasets)."""
+        staging files' columns (inputs of different formats carry different fields), each
+        field widened to one type by :func:`~tokpipe.pipeline.fields.union_schema`, so the
+        output folder reads as one table (pyarrow.dataset, HF datasets) whatever the input
+        held."""
         last = len(self.segments) - 1
         kept, rejected = [], []
         for t in tasks:
@@ -654,7 +745,8 @@ class LocalExecutor:
                 rejected += [pq.read_schema(self.state / f"seg{k}" / "rejected" / n) for n in summary["rejected_files"]]
                 if k == last:
                     kept += [pq.read_schema(self.state / f"seg{k}" / "kept" / n) for n in summary["kept_files"]]
-        return _union(kept, "kept"), _union(rejected, "rejected")
+        base = [pa.field(ID, pa.string()), pa.field(TEXT, pa.string())]
+        return union_schema(kept, base), union_schema(rejected, base)
 
     def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
         stats: dict[str, StageStats] = {}
@@ -711,28 +803,65 @@ def _write_dataset_card(out: Path) -> None:
     os.replace(tmp, out / "README.md")
 
 
-def _union(schemas: list[pa.Schema], what: str) -> pa.Schema:
-    base = pa.schema([(ID, pa.string()), (TEXT, pa.string())])
-    try:
-        union = pa.unify_schemas([base, *[s.remove_metadata() for s in schemas]], promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise PipelineError(f"the {what} documents' fields cannot share one schema: {e}") from None
-    return union
-
-
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with ``schema``'s columns in its order: missing ones null, others cast."""
-    if batch.schema.remove_metadata().equals(schema):
-        return batch
-    columns = []
-    for f in schema:
-        index = batch.schema.get_field_index(f.name)
-        if index < 0:
-            columns.append(pa.nulls(batch.num_rows, type=f.type))
+def _contents(out: Path) -> Iterator[Path]:
+    """What ``out`` holds besides the run lock (which a run takes before anything else)."""
+    if not out.is_dir():
+        return
+    for entry in out.iterdir():
+        if entry.name == _STATE and entry.is_dir():
+            yield from (p for p in entry.iterdir() if p.name != _LOCK)
         else:
-            column = batch.column(index)
-            columns.append(column if column.type == f.type else column.cast(f.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+            yield entry
+
+
+def _clear(out: Path) -> None:
+    """Deletes what ``out`` holds (``--overwrite``) but the lock this run holds."""
+    for entry in list(_contents(out)):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _input_stats(tasks: Sequence[Task]) -> dict[str, list[int]]:
+    """Each input file's size and modification time (ns), as the run first read them."""
+    stats: dict[str, list[int]] = {}
+    for t in tasks:
+        if t.path not in stats:
+            try:
+                info = os.stat(t.path)
+            except OSError:
+                continue  # unreadable: its task reports it
+            stats[t.path] = [info.st_size, info.st_mtime_ns]
+    return stats
+
+
+def _check_inputs(recorded: Path, out: Path) -> None:
+    """Refuses to resume over inputs that changed since the run began: the output would mix
+    documents of the old and the new file. (A run begun by an older tokpipe recorded none.)"""
+    if not recorded.exists():
+        return
+    for path, (size, mtime) in json.loads(recorded.read_text(encoding="utf-8")).items():
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            raise PipelineError(f"{out} cannot resume: input {path} is gone or unreadable since the run began "
+                                f"({error.strerror or error}); restore it, or start over with --overwrite") from None
+        if (info.st_size, info.st_mtime_ns) != (size, mtime):
+            raise PipelineError(f"{out} cannot resume: input {path} changed since the run began "
+                                f"(size {size:,} -> {info.st_size:,} bytes, or its modification time); "
+                                "restore it, or start over with --overwrite")
+
+
+def unit_label(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    """A work unit as messages name it."""
+    if fn is _run_segment_task:
+        task: Task = args[2]
+        where = "" if task.start == 0 and task.end is None else f", bytes {task.start:,}-{task.end or 'end'}"
+        return f"task {task.index} ({task.path}{where})"
+    if fn is _pack_group:
+        return f"the final shards of worker group {args[2]}"
+    return getattr(fn, "__name__", "a work unit")
 
 
 def _task_bytes(task: Task) -> int:
@@ -792,43 +921,3 @@ def _read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:
     parts = [pq.read_table(f, columns=[column]).column(column) for f in files]
     chunks = [c for part in parts for c in part.chunks]
     return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)
-
-
-def keep_freed_memory() -> None:
-    """Has glibc's malloc keep the memory a process frees for its next allocations, in the
-    processes tokpipe runs itself (the command line's and its workers). A batch's buffers
-    (texts, token ids: a few MB each) were otherwise mapped fresh from the kernel and handed
-    back when freed, so every batch paid a page fault and a zeroed page per 4 KiB it wrote:
-    reading 280 MB of JSON Lines took 0.75 CPU-s, 0.63 with this (``bench_reader_malloc.py``).
-    Blocks up to 32 MiB come from the heap instead of a mapping of their own, and the heap
-    keeps up to 1 GiB of free memory. No effect where the C library has no ``mallopt``."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 32 << 20)
-    mallopt(m_trim_threshold, 1 << 30)
-
-
-def share_cores(workers: int) -> None:
-    """In a worker process, before any kernel runs: this worker's share of the cores for
-    tokpipe's Rust thread pool and Arrow's. Each of ``workers`` processes would otherwise start
-    a pool as large as the machine, and N workers on N cores ran N x N threads, which lost
-    throughput past 8 workers on 16 cores. A ``RAYON_NUM_THREADS`` the user set is kept.
-    Freed memory is kept for reuse (``keep_freed_memory``)."""
-    keep_freed_memory()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, cores // max(1, workers))))
-    if threads.isdigit() and int(threads) > 0:
-        pa.set_cpu_count(int(threads))
-
-
-def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Runs a work unit, turning a strict-mode input error into the run's failure."""
-    try:
-        return fn(*args)
-    except CorpusError as e:
-        raise PipelineError(str(e)) from None

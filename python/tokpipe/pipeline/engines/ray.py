@@ -42,10 +42,10 @@ from tokpipe.pipeline.engines.local import (
     ProgressUpdate,
     RunOptions,
     RunResult,
-    _guarded,
-    share_cores,
     _read_column,
+    unit_label,
 )
+from tokpipe.pipeline.engines.workers import run_unit, share_cores
 
 __all__ = ["RayExecutor", "ray_available", "RAY_INSTALL_HINT"]
 
@@ -154,7 +154,7 @@ def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     Arrow's get one thread (set before the worker's first kernel builds them; later tasks in
     the same worker find them built)."""
     share_cores(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    return _guarded(fn, args)
+    return run_unit(fn, args, unit_label(fn, args))
 
 
 def _get(ray: Any, ref: Any) -> Any:

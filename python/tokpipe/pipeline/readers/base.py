@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 import pyarrow as pa
 
 from tokpipe.errors import CorpusError
+from tokpipe.pipeline.fields import field_column
 
 __all__ = [
     "Task",
@@ -36,6 +37,7 @@ READ_ERROR_REASONS = (
     "corrupt_stream",
     "empty_file",
     "unreadable_file",
+    "unreadable_folder",
     "document_too_large",
 )
 
@@ -150,9 +152,9 @@ class BatchBuilder:
 
     A batch closes at ``batch_rows`` documents or :data:`MAX_BATCH_TEXT_BYTES` of text. Extra
     fields become columns after ``id`` and ``text``, in order of first appearance within the
-    batch, types inferred by pyarrow; a field whose values pyarrow cannot put in one column (an
-    int in one record, a string in the next) is carried as JSON text instead, so no record's
-    data is lost. An extra field named ``id`` or ``text`` (possible when ``id_field`` or
+    batch, by the batch rule of :mod:`tokpipe.pipeline.fields` (types inferred by pyarrow;
+    mixed scalars as strings, other clashes and values nested too deeply as JSON text), so no
+    record's data is lost. An extra field named ``id`` or ``text`` (possible when ``id_field`` or
     ``text_field`` name other fields) is carried as ``input_id`` / ``input_text``.
 
     Documents come one at a time (:meth:`add`) or as ready Arrow columns (:meth:`add_columns`,
@@ -235,20 +237,11 @@ def _concat_strings(parts: list[pa.Array]) -> pa.Array:
 
 
 def _extra_columns(rows: list[Optional[dict[str, Any]]]) -> dict[str, pa.Array]:
+    """The batch's extra fields as columns, in order of first appearance (the batch rule of
+    :mod:`tokpipe.pipeline.fields`)."""
     names: dict[str, None] = {}  # an ordered set: first appearance order
     for row in rows:
         if row:
             names.update(dict.fromkeys(row))
-    columns: dict[str, pa.Array] = {}
-    for name in names:
-        values = [row.get(name) if row else None for row in rows]
-        column_name = f"input_{name}" if name in ("id", "text") else name
-        try:
-            columns[column_name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, UnicodeEncodeError):
-            # Mixed types, huge ints, lone surrogates: keep the values, as JSON text.
-            columns[column_name] = pa.array(
-                [None if value is None else json.dumps(value, sort_keys=True) for value in values],
-                type=pa.string(),
-            )
-    return columns
+    return {f"input_{name}" if name in ("id", "text") else name: field_column([row.get(name) if row else None for row in rows])
+            for name in names}

@@ -4,7 +4,9 @@ Every non-blank line is one JSON object, one document. The document's text is th
 ``options.text_field``; its id is ``options.id_field`` (a string, or a number printed as one),
 or, when the record has none, ``f"{path}:{n}"`` with ``n`` the 1-based **line number** in the
 decompressed file (blank lines count). The record's other top-level fields become further
-columns, their Arrow types inferred per batch (see :class:`~.base.BatchBuilder`).
+columns, their Arrow types inferred per batch (see :class:`~.base.BatchBuilder`); a value
+nested more than 16 levels deep is kept as its JSON text (:mod:`tokpipe.pipeline.fields`), so
+no record is set aside for its metadata.
 
 A ``.json`` file is read as JSON Lines too: a file holding one JSON array is not supported (it
 would have to be read whole); it shows up as a ``malformed_json`` or non-object error.
@@ -34,6 +36,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokpipe import _core
+
+from tokpipe.pipeline.fields import JsonText, loads_record
 
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, id_to_string, utf8_size
 from .lines import iter_blocks
@@ -71,7 +75,7 @@ def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError
             at += consumed
             number += lines
             texts = _strings(*text_buffers)
-            extras = None if rest is None else [None if r is None else json.loads(r) for r in rest]
+            extras = None if rest is None else [None if r is None else loads_record(r) for r in rest]
             full = builder.add_columns(_strings(*id_buffers), texts, len(text_buffers[1]), extras)
             if full is not None:
                 yield full
@@ -86,6 +90,8 @@ def read_jsonl(task: Task, options: ReaderOptions, on_error: Callable[[ReadError
             saw_record_line = saw_record_line or saw
             if full is not None:
                 yield full
+        # Let go of the block before the next is read: its buffer can then grow in place.
+        del block
     if not saw_record_line and sink.reported == 0 and task.start == 0 and task.end is None:
         # Whitespace only: no unit to yield or report, yet the file must not vanish silently.
         sink.report("", "empty_file", "the file holds only blank lines")
@@ -118,13 +124,12 @@ def _read_line(line: bytes, number: int, task: Task, options: ReaderOptions, max
         sink.report(where, "invalid_utf8", f"byte {error.start} of the line is not valid UTF-8 ({error.reason})")
         return True, None
     try:
-        record = json.loads(decoded)
+        record = loads_record(decoded)
     except json.JSONDecodeError as error:
         # error.msg and the column only: the exception's str() is fine too, but never the line.
-        sink.report(where, "malformed_json", f"{error.msg} at column {error.colno}")
-        return True, None
-    except RecursionError:
-        sink.report(where, "malformed_json", "nested too deeply to parse")
+        # json's own spelling ("Unterminated string starting at: line 1 column 10 ..."): its
+        # messages may end in "at", so " at column" glued on reads "starting at at column".
+        sink.report(where, "malformed_json", f"{error.msg}: column {error.colno}")
         return True, None
     if not isinstance(record, dict):
         sink.report(where, "malformed_json", f"a JSON {_json_type(record)}, not an object")
@@ -137,7 +142,7 @@ def _read_line(line: bytes, number: int, task: Task, options: ReaderOptions, max
     if text is None:
         sink.report(where, "null_text", f"field {text_field!r} is null")
         return True, None
-    if not isinstance(text, str):
+    if not isinstance(text, str) or isinstance(text, JsonText):
         sink.report(where, "non_string_text_field", f"field {text_field!r} is a JSON {_json_type(text)}")
         return True, None
     doc_id = id_to_string(record.pop(id_field, None))
@@ -156,6 +161,8 @@ def _read_line(line: bytes, number: int, task: Task, options: ReaderOptions, max
 
 
 def _json_type(value: Any) -> str:
+    if isinstance(value, JsonText):
+        return "object" if value.startswith("{") else "array"
     if value is None:
         return "null"
     if isinstance(value, bool):

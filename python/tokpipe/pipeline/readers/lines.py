@@ -25,8 +25,6 @@ import zlib
 from collections import OrderedDict
 from typing import BinaryIO, Iterator, Optional
 
-import zstandard
-
 from tokpipe import _core
 
 from .base import ErrorSink, Task
@@ -41,8 +39,8 @@ _REST_OF_LINE_CHUNK = 1 << 20
 BLOCK_BYTES = 8 << 20
 _READ_CHUNK = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
-# Small enough that one chunk of highly compressible input cannot decompress to gigabytes.
-_ZSTD_INPUT_CHUNK = 128 << 10
+# What a broken gzip or zstd stream raises (the Rust zstd stream raises OSError).
+_STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 # (real path, size, mtime_ns) -> {offset of a line start: newlines before it}. Bounded: a
 # worker only ever needs the checkpoints of the few files it is reading.
@@ -60,61 +58,32 @@ def compression_of(path: str) -> Optional[str]:
     return None
 
 
-class _ZstdFrames(io.RawIOBase):
-    """A raw reader over the zstd frames of a file that notices a truncated last frame.
+class _ZstdStream(io.RawIOBase):
+    """A zstd file as a raw stream, decompressed in Rust a read at a time
+    (``tokpipe_core::zstd_file``): a frame is never decompressed whole, so a small file of
+    repeated bytes cannot fill memory, a corrupt frame loses only the bytes after the last
+    whole read, and a file that ends inside a frame raises ``OSError`` where
+    ``zstandard``'s stream readers would end quietly."""
 
-    ``zstandard``'s own ``stream_reader`` returns a clean end of stream when the input stops
-    mid-frame, which would silently drop the rest of a truncated file; here the file ending
-    inside a frame raises ``EOFError`` like gzip does.
-    """
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw = raw
-        self._context = zstandard.ZstdDecompressor()
-        self._frame: Optional[zstandard.ZstdDecompressionObj] = None
-        self._pending = b""
-        self._offset = 0
+    def __init__(self, path: str) -> None:
+        self._file = _core.ZstdFile(path)
 
     def readable(self) -> bool:
         return True
 
     def close(self) -> None:
-        self._raw.close()
+        self._file.close()
         super().close()
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        while self._offset >= len(self._pending):
-            compressed = self._raw.read(_ZSTD_INPUT_CHUNK)
-            if not compressed:
-                if self._frame is not None:
-                    raise EOFError("the zstd stream ended inside a frame (truncated file)")
-                return 0
-            self._pending, self._offset = self._decompress(compressed), 0
-        count = min(len(buffer), len(self._pending) - self._offset)
-        buffer[:count] = self._pending[self._offset : self._offset + count]
-        self._offset += count
-        return count
-
-    def _decompress(self, compressed: bytes) -> bytes:
-        pieces = []
-        while compressed:
-            if self._frame is None:
-                self._frame = self._context.decompressobj()
-            pieces.append(self._frame.decompress(compressed))
-            if self._frame.eof:
-                # Frames follow one another (zstd -c a b > ab.zst, or pzstd output).
-                compressed = self._frame.unused_data
-                self._frame = None
-            else:
-                compressed = b""
-        return b"".join(pieces)
+        return self._file.readinto(buffer)  # type: ignore[no-any-return]
 
 
 def _open_decompressed(path: str, compression: Optional[str]) -> BinaryIO:
     if compression == "gzip":
         return gzip.open(path, "rb")  # type: ignore[return-value]
     if compression == "zstd":
-        return io.BufferedReader(_ZstdFrames(open(path, "rb")), buffer_size=1 << 20)  # type: ignore[return-value]
+        return io.BufferedReader(_ZstdStream(path), buffer_size=1 << 20)  # type: ignore[return-value]
     return open(path, "rb", buffering=1 << 20)
 
 
@@ -222,14 +191,16 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
         any_bytes = False
         while end is None or position < end:
             if filled == len(buffer):
-                # Full and not one whole line in it: a long line, which gets more room.
-                bigger = bytearray(2 * len(buffer))
-                bigger[:filled] = buffer[:filled]
-                buffer = bigger
+                # Full and not one whole line in it: a long line, which gets more room, but
+                # never more than it can take before it is known to be too long (and is then
+                # skipped without being held).
+                buffer = _grown(buffer, filled, line_start + max_line_bytes + 2 + BLOCK_BYTES)
             try:
                 with memoryview(buffer) as free:
-                    got = stream.readinto1(free[filled:])
-            except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
+                    # No more than a block at a time: a decompressing stream builds what it
+                    # returns as one object first (a whole GiB, for a read that large).
+                    got = stream.readinto1(free[filled:filled + BLOCK_BYTES])
+            except _STREAM_ERRORS as error:
                 # The whole lines read before the break are the task's; the break is at the next.
                 consumed, block = _whole_lines(buffer, line_start, position, number, end)
                 if block is not None:
@@ -264,7 +235,7 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
             if overlong and (end is None or position < end):
                 try:
                     skipped, rest = _skip_line(stream, filled)
-                except (OSError, EOFError, zlib.error, zstandard.ZstdError) as error:
+                except _STREAM_ERRORS as error:
                     sink.report(f"line {number}", "corrupt_stream", _describe_stream_error(error))
                     return
                 yield number, None
@@ -285,6 +256,24 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
             _remember(task.path, position, number - 1)
         if compression is not None and not any_bytes:
             sink.report("", "empty_file", "the decompressed stream has no bytes")
+
+
+def _grown(buffer: bytearray, filled: int, cap: int) -> bytearray:
+    """``buffer`` (its first ``filled`` bytes kept) with up to twice its room, but no more
+    than ``cap`` (and at least one byte more). Grown in place where it can be (a realloc,
+    which moves no bytes: the old and the new buffer never both exist, so a line of N bytes
+    costs about N); a consumer still holding a view of the last block forbids that, and then
+    the bytes are copied into a new buffer through a view (a slice would be a third copy)."""
+    size = max(min(2 * len(buffer), cap), len(buffer) + 1)
+    try:
+        # bytes(n) is calloc'ed: its zero pages cost no memory until the buffer is written.
+        buffer.extend(bytes(size - len(buffer)))
+        return buffer
+    except BufferError:
+        bigger = bytearray(size)
+        with memoryview(buffer) as held:
+            bigger[:filled] = held[:filled]
+        return bigger
 
 
 def count_newlines(data: bytes | memoryview) -> int:
@@ -347,4 +336,6 @@ def iter_lines(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tup
 
 
 def _describe_stream_error(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}; the rest of the file is unread"
+    # An OSError from Rust carries the path as its filename: the detail names the problem only.
+    what = error.strerror if isinstance(error, OSError) and error.strerror else error
+    return f"{type(error).__name__}: {what}; the rest of the file is unread"

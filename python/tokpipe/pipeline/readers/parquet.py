@@ -24,7 +24,23 @@ import pyarrow.parquet as pq
 
 from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Task
 
-__all__ = ["read_parquet"]
+__all__ = ["read_parquet", "parquet_batches"]
+
+
+def parquet_batches(parquet: pq.ParquetFile, max_rows: int, max_bytes: int = MAX_BATCH_TEXT_BYTES,
+                    columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of ``parquet`` in order, as batches of at most ``max_rows`` rows and about
+    ``max_bytes`` (sized from each row group's average row, uncompressed). Memory is then
+    bounded by bytes, not rows: 1,024 rows of 1 MiB documents would be a 1 GiB batch. A
+    batch never spans two row groups (a row group is read whole anyway)."""
+    metadata = parquet.metadata
+    for group in range(metadata.num_row_groups):
+        info = metadata.row_group(group)
+        if not info.num_rows:
+            continue
+        row_bytes = max(1, info.total_byte_size // info.num_rows)
+        rows = max(1, min(max_rows, max_bytes // row_bytes))
+        yield from parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns)
 
 
 def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> Iterator[pa.RecordBatch]:
@@ -48,7 +64,7 @@ def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadErr
             sink.report("", "non_string_text_field", f"column {options.text_field!r} is {text_type}")
             return
         first_row = 1  # 1-based number of the next batch's first row
-        batches = parquet.iter_batches(batch_size=options.batch_rows)
+        batches = parquet_batches(parquet, options.batch_rows)
         while True:
             try:
                 batch = next(batches)

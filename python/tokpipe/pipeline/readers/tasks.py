@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import stat
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 import pyarrow as pa
 
 from tokpipe.errors import CorpusError
 
-from .base import ReadError, ReaderOptions, Task
+from .base import ErrorSink, ReadError, ReaderOptions, Task
 from .jsonl import read_jsonl
 from .lines import compression_of, line_start_at_or_after
 from .parquet import read_parquet
@@ -89,7 +91,9 @@ def read_task(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
     """
     file_format = format_of(task.path)
     if file_format is None:
-        raise CorpusError(f"{task.path}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
+        # Planning makes such a task only for a folder it could not list (see `_walk`).
+        _report_unlisted(task, options, on_error)
+        return iter(())
     batches = _READERS[file_format](task, options, on_error)
     if options.extra_fields:
         return batches
@@ -97,14 +101,22 @@ def read_task(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
 
 
 def _expand(given: str) -> list[str]:
-    if os.path.isdir(given):
+    try:
+        mode: int | None = os.stat(given).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None  # absent: a pattern, or a mistake
+    except OSError:
+        # It may exist but cannot be reached (a folder above it is not searchable): its task
+        # records it as unreadable, rather than the run calling it absent.
+        return [given]
+    if mode is not None and stat.S_ISDIR(mode):
         return _walk(given)
-    if os.path.exists(given):
+    if mode is not None:
         if format_of(given) is None:
             raise CorpusError(f"{given}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
         return [given]
     if _GLOB_CHARACTERS & set(given):
-        matches = sorted(glob.glob(given, recursive=True))
+        matches = _glob(given)
         files: list[str] = []
         for match in matches:
             if os.path.isdir(match):
@@ -118,14 +130,117 @@ def _expand(given: str) -> list[str]:
 
 
 def _walk(folder: str) -> list[str]:
+    """The input files under ``folder``, sorted; a folder that cannot be listed is in the
+    list too, so its task reports it (``unreadable_folder``) instead of it vanishing."""
     files: list[str] = []
-    for root, folders, names in os.walk(folder):
+
+    def unlisted(error: OSError) -> None:
+        files.append(error.filename if error.filename is not None else folder)
+
+    for root, folders, names in os.walk(folder, onerror=unlisted):
         # Sorted in place so os.walk descends in a stable order; hidden folders pruned.
         folders[:] = sorted(name for name in folders if not name.startswith("."))
         for name in sorted(names):
             if not name.startswith(".") and format_of(name) is not None:
                 files.append(os.path.join(root, name))
     return sorted(files)
+
+
+def _report_unlisted(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> None:
+    """The one error of a folder (or an input path) that could not be listed or reached."""
+    try:
+        os.listdir(task.path)
+    except OSError as error:
+        detail = f"{type(error).__name__}: {error.strerror or error}; its files are unread"
+    else:
+        detail = "the folder could not be listed when the run was planned; its files are unread"
+    ErrorSink(task.path, options, on_error).report("", "unreadable_folder", detail)
+
+
+def _glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, sorted, except that ``**`` visits each folder
+    once: ``glob`` follows symbolic links into folders without end when they form a loop
+    (two links to ``..`` make it list 2**40 paths, growing in memory). Links are followed,
+    as ``glob`` follows them, but a folder already visited is not entered again."""
+    if "**" not in pattern:
+        return sorted(glob.glob(pattern))
+    parts = pattern.split(os.sep)
+    magic = next(i for i, part in enumerate(parts) if _GLOB_CHARACTERS & set(part))
+    root = os.sep.join(parts[:magic]) or (os.sep if pattern.startswith(os.sep) else "")
+    matcher = _pattern_regex(parts[magic:])
+    matches: list[str] = []
+    visited: set[tuple[int, int]] = set()
+
+    def unlisted(error: OSError) -> None:
+        # Matched, so that planning walks it and records it as unreadable (see `_walk`).
+        if error.filename is not None:
+            matches.append(error.filename)
+
+    if root and matcher.fullmatch(""):
+        matches.append(os.path.join(root, ""))  # "dir/**" matches "dir/" itself, as in glob
+    for folder, folders, names in os.walk(root or os.curdir, onerror=unlisted, followlinks=True):
+        try:
+            info = os.stat(folder)
+        except OSError:
+            folders[:] = []
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            folders[:] = []  # reached again through a link: a loop, or a second way in
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        relative = os.path.relpath(folder, root or os.curdir)
+        for name in folders + names:
+            path = name if relative == os.curdir else f"{relative}/{name}".replace(os.sep, "/")
+            # A folder matches a pattern that ends with "/" written with one, as in glob.
+            for candidate in ((path, path + "/") if name in folders else (path,)):
+                if matcher.fullmatch(candidate):
+                    matches.append(os.path.join(root, candidate) if root else candidate)
+                    break
+    return sorted(matches)
+
+
+def _pattern_regex(parts: list[str]) -> re.Pattern[str]:
+    """A regex over ``/``-separated relative paths for glob pattern components ``parts``
+    (``**`` any number of folders, ``*`` and ``?`` within one name, ``[...]`` a class; names
+    starting with a dot matched only by a component that starts with one, as in ``glob``)."""
+    regex = ""
+    for n, part in enumerate(parts):
+        last = n == len(parts) - 1
+        if part == "**":
+            regex += "(?:[^/.][^/]*(?:/|$))*" if last else "(?:[^/.][^/]*/)*"
+            continue
+        regex += _name_regex(part) + ("" if last else "/")
+    return re.compile(regex)
+
+
+def _name_regex(part: str) -> str:
+    """One glob component as a regex for one name (``fnmatch``'s rules, within a name)."""
+    if not part:
+        return ""  # after a pattern's trailing "/"
+    # A name is never empty ("*" alone must not match the "" after a folder's "/"), and a
+    # leading dot is matched only by one written, as in glob.
+    out = r"(?=[^/])" if part.startswith(".") else r"(?=[^/])(?!\.)"
+    i = 0
+    while i < len(part):
+        c = part[i]
+        i += 1
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[":
+            # A class runs to the next "]" after its first character ("[]a]" holds "]").
+            end = part.find("]", i + 1 if part[i:i + 1] in ("!", "]") else i)
+            if end < 0:
+                out += re.escape(c)
+                continue
+            body = part[i:end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out += "[" + body.replace("\\", "\\\\") + "]"
+            i = end + 1
+        else:
+            out += re.escape(c)
+    return out
 
 
 def _splittable(path: str, options: ReaderOptions) -> bool:

@@ -42,6 +42,9 @@ class Normalize(Stage):
             except ImportError:
                 raise InvalidArgumentError("normalize: fix_mojibake needs ftfy (pip install ftfy)") from None
 
+    def may_reject(self) -> bool:
+        return False  # it only rewrites the text
+
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         text = batch.column(TEXT)
         if self.fix_mojibake:

@@ -1,21 +1,33 @@
-"""Small file-system helpers shared by the writers: durable, atomic publication of a file.
+"""Small file-system helpers shared by the writers: durable, atomic publication of a file, and
+the sha256 digests the manifests record.
 
 A file is written under a hidden temporary name in its final directory, flushed to disk, then
 renamed into place; the directory is flushed too so the rename itself survives a crash. Readers
 therefore see either nothing or the complete file under the final name, never a prefix of it.
+
+Digests: ``hash_file``/``hash_path`` read a finished file once; ``HashingWriter`` hashes bytes
+on their way to a file (no second read); ``hash_in_background`` reads a finished file on a
+thread of its own (hashlib releases the GIL), for a file whose bytes never passed through
+Python (a hard link of a staging file).
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import hashlib
 import os
+import threading
+from collections import deque
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-__all__ = ["fsync_dir", "publish", "temp_name"]
+__all__ = ["fsync_dir", "publish", "temp_name", "hash_file", "hash_path", "hash_in_background", "HashingWriter"]
 
 # Read size for hashing: large enough that per-call overhead vanishes next to the hash itself.
 _CHUNK = 1 << 20
+# Writes a background HashingWriter may be behind: enough to ride out an uneven write, few
+# enough that the buffers it holds stay a few writes' worth.
+_HASH_IN_FLIGHT = 2
 
 
 def temp_name(final: Path) -> Path:
@@ -68,3 +80,63 @@ def hash_file(f: BinaryIO) -> tuple[int, str]:
         digest.update(chunk)
         size += len(chunk)
     return size, digest.hexdigest()
+
+
+def hash_path(path: Path) -> tuple[int, str]:
+    """(size, hex SHA-256) of the file at ``path``, read once in chunks."""
+    with open(path, "rb") as f:
+        return hash_file(f)
+
+
+def hash_in_background(path: Path) -> cf.Future[tuple[int, str]]:
+    """``hash_path(path)`` on a thread of its own; the future holds its result. ``path`` must
+    not change, nor be renamed, before the future is done."""
+    future: cf.Future[tuple[int, str]] = cf.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(hash_path(path))
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="tokpipe-hash", daemon=True).start()
+    return future
+
+
+class HashingWriter:
+    """A binary file opened for writing that hashes what goes through ``write``: the digest
+    of a file written in Python costs no second read. ``size`` and ``hexdigest()`` describe
+    the bytes written so far.
+
+    ``in_background``: each write's bytes are hashed on a thread of the writer's own, in
+    order, while the caller goes on (at most ``_HASH_IN_FLIGHT`` writes behind): the hash of
+    a large file written from one thread then takes the second core instead of adding to the
+    writer's time. The bytes handed to ``write`` must not change until ``hexdigest``."""
+
+    def __init__(self, f: BinaryIO, in_background: bool = False) -> None:
+        self._f = f
+        self._digest = hashlib.sha256()
+        self._pool = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-hash") if in_background else None
+        self._pending: deque[cf.Future[None]] = deque()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self._pool is None:
+            self._digest.update(view)
+        else:
+            self._pending.append(self._pool.submit(self._digest.update, view))
+            while len(self._pending) > _HASH_IN_FLIGHT:
+                self._pending.popleft().result()
+        self.size += len(view)
+        return self._f.write(view)
+
+    def hexdigest(self) -> str:
+        while self._pending:
+            self._pending.popleft().result()
+        return self._digest.hexdigest()
+
+    def close(self) -> None:
+        self._f.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

@@ -106,10 +106,16 @@ def _check_entries(path: Path, key: str, value: Any) -> None:
             # bool is an int subclass; a true/false row count is still malformed.
             if field not in entry or not isinstance(entry[field], kind) or isinstance(entry[field], bool):
                 raise FormatError(f"{path}: {key}[{i}].{field} missing or not a {kind.__name__}")
-        rel = PurePosixPath(entry["path"])
         # Paths are read back by verify_manifest: one pointing outside the folder is refused.
-        if rel.is_absolute() or ".." in rel.parts or "\\" in entry["path"] or not rel.parts:
+        if not is_plain_relative(entry["path"]):
             raise FormatError(f"{path}: {key}[{i}].path {entry['path']!r} is not a plain relative path")
+
+
+def is_plain_relative(rel: str) -> bool:
+    """Whether a path from a manifest (``/``-separated, relative to the output folder) stays
+    inside that folder: not absolute, no ``..``, no backslash, not empty."""
+    parts = PurePosixPath(rel)
+    return bool(parts.parts) and not parts.is_absolute() and ".." not in parts.parts and "\\" not in rel
 
 
 def read_manifest(out_dir: StrPath) -> dict[str, Any]:

@@ -26,17 +26,25 @@ writes them), and the ``.idx`` lists them in shuffled order.
 The index entries go to temporary files as they come (12 bytes a document, never held);
 ``close`` writes the ``.idx`` from them. Both files are written under temporary names and
 renamed into place, ``.bin`` first, so a prefix with an ``.idx`` is complete.
+
+Both files' sha256 digests (``bin_digest``, ``idx_digest``, for the manifest) are taken as the
+bytes are written (the ``.bin``'s on a thread beside the writes), or, for a ``.bin`` linked to a
+file, by one read of that file on a thread of its own while the caller writes the rest of the
+output.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import hashlib
 import os
 import shutil
 import struct
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
+
+from tokpipe.pipeline.writers._files import HashingWriter, hash_in_background
 
 __all__ = ["MegatronWriter", "megatron_dtype", "MAGIC", "DTYPE_CODES"]
 
@@ -67,11 +75,15 @@ class MegatronWriter:
         self._bin_tmp = self.bin_path.with_name(f".{self.bin_path.name}.tmp")
         self._lengths_tmp = self.idx_path.with_name(f".{self.idx_path.name}.lengths.tmp")
         self._pointers_tmp = self.idx_path.with_name(f".{self.idx_path.name}.pointers.tmp")
-        self._bin: BinaryIO | None = None
+        self._bin: HashingWriter | None = None
+        self._bin_hash: cf.Future[tuple[int, str]] | None = None
         self._lengths = open(self._lengths_tmp, "wb")
         self._pointers = open(self._pointers_tmp, "wb")
         self.documents = 0
         self.tokens = 0
+        #: (size, hex sha256) of the published ``.bin`` and ``.idx``, once ``close`` returned.
+        self.bin_digest: tuple[int, str] | None = None
+        self.idx_digest: tuple[int, str] | None = None
 
     def add(self, lengths: np.ndarray, pointers: np.ndarray) -> None:
         """Lists sequences: their lengths in tokens and byte positions in the ``.bin``."""
@@ -84,17 +96,20 @@ class MegatronWriter:
 
     def link_bin(self, source: Path) -> None:
         """The ``.bin`` is ``source`` as it is: a hard link to it (a copy where the file
-        system has no hard links). ``source`` must not change afterwards."""
+        system has no hard links). ``source`` must not change afterwards. Its digest is
+        taken by one read of the file, beside the caller's work until ``close``."""
         self._bin_tmp.unlink(missing_ok=True)
         try:
             os.link(source, self._bin_tmp)
         except OSError:
             shutil.copyfile(source, self._bin_tmp)
+        self._bin_hash = hash_in_background(self._bin_tmp)
 
     def append_bin(self, ids: np.ndarray) -> None:
-        """Appends token ids to the ``.bin`` (converted to its dtype)."""
+        """Appends token ids to the ``.bin`` (converted to its dtype). ``ids`` must not change
+        until ``close``: they are hashed on a thread, beside the caller's next reads."""
         if self._bin is None:
-            self._bin = open(self._bin_tmp, "wb")
+            self._bin = HashingWriter(open(self._bin_tmp, "wb"), in_background=True)
         ids = np.asarray(ids)
         if len(ids) and self.dtype == np.uint16 and ids.dtype.itemsize > 2 and int(ids.max()) > 0xFFFF:
             raise ValueError("a token id does not fit the .bin's uint16")
@@ -104,23 +119,32 @@ class MegatronWriter:
             # Same width (uint32 ids into int32: token ids are far below 2**31): the bytes as
             # they are, written straight from the array.
             ids = ids.view(little)
-        self._bin.write(memoryview(np.ascontiguousarray(ids, dtype=little)))
+        self._bin.write(np.ascontiguousarray(ids, dtype=little))
 
     def close(self) -> int:
         """Publishes the pair; returns the number of documents. The ``.bin`` must hold as
         many tokens as the sequences listed."""
         if self._bin is not None:
+            bin_digest = (self._bin.size, self._bin.hexdigest())
             self._bin.close()
             self._bin = None
-        elif not self._bin_tmp.exists():
+        elif self._bin_hash is not None:
+            # Waited for before the rename below: the thread reads the file by its temporary name.
+            bin_digest = self._bin_hash.result()
+        else:
             self._bin_tmp.touch()
+            bin_digest = (0, hashlib.sha256().hexdigest())
         self._lengths.close()
         self._pointers.close()
         size = self._bin_tmp.stat().st_size
         if size != self.tokens * self.dtype.itemsize:
             raise ValueError(f"{self.bin_path.name}: {size} bytes for {self.tokens} tokens of {self.dtype}")
+        if bin_digest[0] != size:
+            raise ValueError(f"{self.bin_path.name}: changed while its sha256 was taken "
+                             f"({bin_digest[0]} of {size} bytes)")
         idx_tmp = self.idx_path.with_name(f".{self.idx_path.name}.tmp")
-        with open(idx_tmp, "wb") as f:
+        with open(idx_tmp, "wb") as raw:
+            f = HashingWriter(raw)
             f.write(MAGIC)
             f.write(struct.pack("<Q", VERSION))
             f.write(struct.pack("<B", DTYPE_CODES[self.dtype]))
@@ -135,9 +159,13 @@ class MegatronWriter:
         os.replace(idx_tmp, self.idx_path)
         self._lengths_tmp.unlink()
         self._pointers_tmp.unlink()
+        self.bin_digest, self.idx_digest = bin_digest, (f.size, f.hexdigest())
         return self.documents
 
     def abort(self) -> None:
+        if self._bin_hash is not None:
+            # Not to be left reading a file being deleted; its outcome no longer matters.
+            cf.wait([self._bin_hash])
         for f in (self._bin, self._lengths, self._pointers):
             if f is not None:
                 f.close()

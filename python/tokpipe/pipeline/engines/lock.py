@@ -1,0 +1,181 @@
+"""The lock on an output folder: one run writes to a folder at a time.
+
+Two runs on one output folder would redo and publish each other's work units and cut each
+other's shards. So a run holds ``OUT/.tokpipe/lock.json`` from before it touches the folder
+until it ends; a second run is refused at once, with one line naming the holder (pid, host,
+start time).
+
+A run killed with ``kill -9``, by the OOM killer or by a power cut leaves its lock behind,
+which must not block the resume. A lock is **stale**, and taken over, when
+
+* its holder ran where this process can see it (the same host, boot and pid namespace) and
+  that process is gone (no process with its pid and start time), or
+* its heartbeat is older than :data:`STALE_AFTER`: the holder rewrites it every
+  :data:`HEARTBEAT` seconds while it runs, so a holder on another machine (a shared
+  filesystem, a Ray driver) that died is recognised too.
+
+The protocol needs only two atomic operations, which object stores also offer: *create if
+absent* (``O_EXCL`` here; a conditional put, ``If-None-Match: *``, on S3 and GCS) to take a
+free lock, and *rename* of the stale lock to a name of the taker's own (a delete conditional
+on the object's version, on object stores) to take over a stale one: of two runs that find
+the same stale lock, one renames it and the other finds it gone and starts over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tokpipe.errors import PipelineError
+
+__all__ = ["RunLock", "LockHeld", "HEARTBEAT", "STALE_AFTER"]
+
+#: Seconds between two heartbeats of a live holder.
+HEARTBEAT = 30.0
+#: A lock whose heartbeat is older than this (seconds) is stale, wherever its holder ran.
+STALE_AFTER = 600.0
+
+
+class LockHeld(PipelineError):
+    """The output folder is in use by another run."""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _place() -> str:
+    """Where pids mean the same thing as here: host, boot and pid namespace."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}/{_read(Path('/proc/sys/kernel/random/boot_id'))}/{namespace}"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), "" elsewhere: a pid reused
+    by a later process has another."""
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    # The command name (field 2) may hold spaces and parentheses: fields count from its end.
+    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a process of another user: alive
+    return not start or _start_time(pid) in ("", start)
+
+
+class RunLock:
+    """The lock file of one output folder (see the module docstring). :meth:`acquire` takes
+    it or raises :class:`LockHeld`; :meth:`release` gives it back. While held, a daemon
+    thread keeps its heartbeat fresh."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what  # the folder, as messages name it
+        self.token = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._beating: threading.Thread | None = None
+
+    def _record(self) -> dict[str, Any]:
+        now = time.time()
+        return {"pid": os.getpid(), "host": socket.gethostname(), "place": _place(),
+                "process_start": _start_time(os.getpid()), "token": self.token,
+                "started": getattr(self, "_started", now), "heartbeat": now}
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._started = time.time()
+        for _ in range(8):  # each pass either takes the lock or finds who holds it now
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = self._holder()
+                if holder is None:
+                    continue  # released or taken over meanwhile: try again
+                if not self._stale(holder):
+                    raise LockHeld(self._held_message(holder)) from None
+                # Stale: move it aside under a name of our own; only one taker succeeds.
+                aside = self.path.with_name(f".{self.path.name}.stale-{self.token}")
+                try:
+                    os.rename(self.path, aside)
+                except FileNotFoundError:
+                    continue
+                aside.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(self._record()))
+            self._beating = threading.Thread(target=self._beat, name="tokpipe-lock", daemon=True)
+            self._beating.start()
+            return
+        raise LockHeld(f"{self.what}: could not take the run lock {self.path} (other runs keep taking it)")
+
+    def _holder(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            # Cut short (the holder died while writing it): as good as stale, once old.
+            try:
+                age = time.time() - self.path.stat().st_mtime
+            except FileNotFoundError:
+                return None
+            return {"heartbeat": time.time() - age, "place": ""}
+        return data if isinstance(data, dict) else {"heartbeat": 0, "place": ""}
+
+    @staticmethod
+    def _stale(holder: dict[str, Any]) -> bool:
+        heartbeat = holder.get("heartbeat")
+        if not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_AFTER:
+            return True
+        pid = holder.get("pid")
+        if holder.get("place") == _place() and isinstance(pid, int):
+            return pid != os.getpid() and not _alive(pid, str(holder.get("process_start", "")))
+        return False
+
+    def _held_message(self, holder: dict[str, Any]) -> str:
+        started = holder.get("started")
+        since = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds") \
+            if isinstance(started, (int, float)) else "an unknown time"
+        return (f"{self.what} is in use by another tokpipe run (pid {holder.get('pid', '?')} on host "
+                f"{holder.get('host', '?')}, since {since}); wait for it to end or stop it (a killed run's lock "
+                f"is taken over once its process is gone, or after {STALE_AFTER / 60:.0f} minutes without a heartbeat)")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            holder = self._holder()
+            if holder is not None and holder.get("token") != self.token:
+                return  # taken over (this run was silent for STALE_AFTER): never clobber it
+            try:
+                tmp = self.path.with_name(f".{self.path.name}.{self.token}.tmp")
+                tmp.write_text(json.dumps(self._record()), encoding="utf-8")
+                os.replace(tmp, self.path)
+            except OSError:
+                pass  # a missed beat costs nothing until STALE_AFTER; the run goes on
+
+    def release(self) -> None:
+        """Gives the lock back (only if this run still holds it)."""
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
+            self._beating = None
+        holder = self._holder()
+        if holder is not None and holder.get("token") == self.token:
+            self.path.unlink(missing_ok=True)

@@ -1,0 +1,189 @@
+"""The processes that run work units: their set-up, their lives bound to the run, and the one
+line a user reads when one of them dies or the disk fills.
+
+* :func:`share_cores` and :func:`keep_freed_memory` set a process up for tokpipe's kernels.
+* :class:`WorkerPool` is the local engine's pool of worker processes. Its workers exit when
+  the run's process dies (``kill -9`` of the command left them running for most of an hour,
+  holding memory and files), and when one of them is killed (by the kernel's out-of-memory
+  killer, most often) the run fails with one line naming the task it was running, not a
+  ``BrokenProcessPool`` traceback.
+* :func:`run_unit` runs one work unit in any engine and turns the failures a user can act
+  on (a strict-mode input error, a full disk) into a :class:`PipelineError` of one line.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import ctypes
+import errno
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import pyarrow as pa
+
+from tokpipe.errors import CorpusError, PipelineError
+
+__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full"]
+
+# Set in a worker by `_start_worker`: where it says which unit it starts (see WorkerPool).
+_journal: Any = None
+
+
+def keep_freed_memory() -> None:
+    """Has glibc's malloc keep the memory a process frees for its next allocations, in the
+    processes tokpipe runs itself (the command line's and its workers). A batch's buffers
+    (texts, token ids: a few MB each) were otherwise mapped fresh from the kernel and handed
+    back when freed, so every batch paid a page fault and a zeroed page per 4 KiB it wrote:
+    reading 280 MB of JSON Lines took 0.75 CPU-s, 0.63 with this (``bench_reader_malloc.py``).
+    Blocks up to 32 MiB come from the heap instead of a mapping of their own, and the heap
+    keeps up to 1 GiB of free memory. No effect where the C library has no ``mallopt``."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 32 << 20)
+    mallopt(m_trim_threshold, 1 << 30)
+
+
+def share_cores(workers: int) -> None:
+    """In a worker process, before any kernel runs: this worker's share of the cores for
+    tokpipe's Rust thread pool and Arrow's. Each of ``workers`` processes would otherwise start
+    a pool as large as the machine, and N workers on N cores ran N x N threads, which lost
+    throughput past 8 workers on 16 cores. A ``RAYON_NUM_THREADS`` the user set is kept.
+    Freed memory is kept for reuse (``keep_freed_memory``)."""
+    keep_freed_memory()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, cores // max(1, workers))))
+    if threads.isdigit() and int(threads) > 0:
+        pa.set_cpu_count(int(threads))
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write that found no space (pyarrow's I/O errors carry no errno,
+    only the system's message)."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", place: str = "") -> Any:
+    """Runs one work unit (``label`` names it in the pool's journal and in messages; ``place``
+    is the output folder). A strict-mode input error and a full disk become the run's
+    failure, in one line: pyarrow's "No space left on device" names no file."""
+    if _journal is not None:
+        _journal.put((os.getpid(), label))
+    try:
+        result = fn(*args)
+        if _journal is not None:
+            _journal.put((os.getpid(), ""))  # idle again: a death now is no unit's
+        return result
+    except CorpusError as e:
+        raise PipelineError(str(e)) from None
+    except (OSError, pa.ArrowException) as e:
+        if disk_full(e):
+            raise PipelineError(f"no space left on the device of {place or 'the output folder'} while running "
+                                f"{label or 'a work unit'}; free some space and rerun the same command: the run "
+                                "resumes where it stopped") from None
+        raise
+
+
+def _start_worker(workers: int, parent: int, journal: Any) -> None:
+    """A worker's set-up: its share of the cores, its journal, and its life bound to the
+    run's process (``parent``)."""
+    global _journal
+    share_cores(workers)
+    _journal = journal
+    if sys.platform.startswith("linux"):
+        # The kernel sends SIGKILL to this worker when the thread that started it exits,
+        # which for the pool's workers is the run's main thread.
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    # Everywhere, and in case the parent died before prctl took effect: a watch on the
+    # parent's pid, which changes (to 1, or a subreaper) when the parent is gone.
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            threading.Event().wait(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="tokpipe-parent-watch", daemon=True).start()
+
+
+class WorkerPool:
+    """``workers`` spawned worker processes that run work units (:func:`run_unit`). Each
+    worker notes in a journal (a queue to this process) which unit it starts, so when one is
+    killed, :meth:`failure` can name that unit and how the worker died."""
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._journal = context.SimpleQueue()
+        self._executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                                initargs=(workers, os.getpid(), self._journal))
+        self._running: dict[int, str] = {}
+        self._processes: dict[int, Any] = {}
+        # Read as it is written: a pipe holds 64 KB, and a worker whose note finds it full
+        # would wait.
+        self._reader = threading.Thread(target=self._read_journal, name="tokpipe-journal", daemon=True)
+        self._reader.start()
+
+    def _read_journal(self) -> None:
+        while True:
+            note = self._journal.get()
+            if note is None:
+                return
+            pid, label = note
+            self._running[pid] = label
+
+    def _close_journal(self) -> None:
+        if self._reader.is_alive():
+            self._journal.put(None)  # after every note written so far
+            self._reader.join()
+
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str) -> cf.Future[Any]:
+        future = self._executor.submit(run_unit, fn, args, label, place)
+        # The executor starts workers as units are submitted and keeps them (pid -> Process)
+        # in `_processes`, which it empties once broken: kept here for their exit codes.
+        self._processes.update(getattr(self._executor, "_processes", None) or {})
+        return future
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._close_journal()
+
+    def failure(self, error: BrokenProcessPool) -> PipelineError:
+        """The one-line error for a pool broken by the death of a worker."""
+        self._close_journal()
+        # The worker that died first has its own exit code; the executor sent the others a
+        # SIGTERM afterwards.
+        for process in self._processes.values():
+            process.join(timeout=5)
+        dead = [(pid, p.exitcode) for pid, p in self._processes.items()
+                if p.exitcode is not None and p.exitcode != -signal.SIGTERM]
+        if not dead:
+            return PipelineError("a worker process died unexpectedly; rerun the same command to resume where the run "
+                                 "stopped")
+        pid, code = dead[0]
+        if code is not None and code < 0:
+            how = f"was killed by signal {-code} ({signal.Signals(-code).name})"
+            if -code == signal.SIGKILL:
+                how += ", most likely by the system for lack of memory (fewer --workers, or a smaller --task-size, " \
+                       "need less)"
+        else:
+            how = f"exited with code {code}"
+        unit = self._running.get(pid)
+        when = f"while running {unit}" if unit else "between work units" if unit == "" else "while starting"
+        return PipelineError(f"worker process {pid} {how} {when}; rerun the same command to resume where the run "
+                             "stopped")
