@@ -10,6 +10,7 @@ import pytest
 
 import tokpipe
 from tests.conftest import VOCAB
+from tests.test_loader_fuzz import added_token, byte_level_bpe_json, unigram_json, wordpiece_json
 from tests.parity.peers import tiktoken_encoding
 from tests.parity.test_tiktoken_parity import ours
 
@@ -127,6 +128,16 @@ def test_decode_unknown_id_is_an_error() -> None:
         tok.decode([tok.vocab_size + 10])
 
 
+@pytest.mark.parametrize("bad", [-1, 2**32, -(2**70)])
+def test_decode_an_id_outside_u32_is_a_tokpipe_error(bad: int) -> None:
+    # These never reach the vocabulary: converting them to token ids raised OverflowError.
+    tok = ours("cl100k")
+    for decode in (tok.decode, tok.decode_bytes):
+        with pytest.raises(tokpipe.InvalidArgumentError, match=rf"^token id {bad} is not in the vocabulary"):
+            decode([100, bad])
+    assert tok.id_to_token(bad) is None and tok.token_bytes(bad) is None
+
+
 def test_vocabulary_lookups() -> None:
     tok = ours("gpt2")
     assert tok.token_to_id("Ġthe") == 262
@@ -148,3 +159,94 @@ def test_encode_batch_accepts_any_iterable() -> None:
     tok = ours("cl100k")
     texts = ["one", "two three", ""]
     assert tok.encode_batch(iter(texts)) == [tok.encode(t) for t in texts]
+
+
+# -- loading untrusted files: ids, sizes and messages -------------------------------------------
+
+def _write_json(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_added_token_id_past_u32_is_refused_not_wrapped(tmp_path: Path) -> None:
+    # 2**32 + 300 was read as 300.
+    data = byte_level_bpe_json()
+    data["added_tokens"].append(added_token("<wrap>", 2**32 + 300))
+    with pytest.raises(tokpipe.FormatError, match=r'added_tokens\[3\] "<wrap>" has the id 4294967596, not an integer'):
+        tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+
+
+def test_sparse_ids_within_the_limit_load(tmp_path: Path) -> None:
+    # Ids may leave gaps (cl100k's special tokens do): up to twice the vocabulary plus 2**20.
+    data = byte_level_bpe_json()
+    size = len(data["model"]["vocab"]) + len(data["added_tokens"]) + 1
+    data["added_tokens"].append(added_token("<far>", 2 * size + 2**20 - 1))
+    tok = tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+    assert tok.encode("a<far>", allowed_special="all") == [tok.token_to_id("a"), 2 * size + 2**20 - 1]
+    data["added_tokens"][-1]["id"] += 1
+    with pytest.raises(tokpipe.FormatError, match=rf'"<far>" has id {2 * size + 2**20}, far past the vocabulary'):
+        tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+
+
+@pytest.mark.parametrize("make", [wordpiece_json, unigram_json, byte_level_bpe_json])
+@pytest.mark.parametrize("bad_id, message", [
+    (2**32, "has the malformed id 4294967296"),
+    (-1, "has the malformed id -1"),
+    (10**9, "has id 1000000000, which is no token of the vocabulary"),
+])
+def test_post_processor_ids_must_be_tokens(tmp_path: Path, make, bad_id: int, message: str) -> None:
+    data = make()
+    first = data["post_processor"]["single"][0]["SpecialToken"]["id"]
+    data["post_processor"]["special_tokens"][first]["ids"] = [bad_id]
+    with pytest.raises(tokpipe.FormatError, match=rf"post_processor: special token .*{message}"):
+        tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+
+
+@pytest.mark.parametrize("part, value, message", [
+    ("decoder", {"type": "NoSuchDecoder"}, 'decoder: "NoSuchDecoder" is not supported with byte-level BPE'),
+    ("decoder", {"type": "Metaspace", "replacement": "▁"}, 'decoder: "Metaspace" is not supported'),
+    ("post_processor", {"type": "NoSuchProcessor"}, 'post_processor: unknown type "NoSuchProcessor"'),
+    ("post_processor", {"type": "RobertaProcessing", "sep": ["</s>", 2**32], "cls": ["<s>", 0]},
+     "RobertaProcessing sep has the malformed id 4294967296"),
+])
+def test_byte_level_bpe_decoder_and_post_processor_are_checked(tmp_path: Path, part: str, value: dict,
+                                                                 message: str) -> None:
+    # They were not read at all; HF refuses such files.
+    data = byte_level_bpe_json()
+    data[part] = value
+    with pytest.raises(tokpipe.FormatError, match=message):
+        tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+
+
+def test_byte_level_bpe_keeps_loading_with_hf_post_processors(tmp_path: Path) -> None:
+    data = byte_level_bpe_json()
+    for post in (None, {"type": "ByteLevel", "trim_offsets": False},
+                 {"type": "RobertaProcessing", "sep": ["</s>", 266], "cls": ["<s>", 265]},
+                 {"type": "Sequence", "processors": [{"type": "ByteLevel"}, data["post_processor"]]}):
+        data["post_processor"] = post
+        assert tokpipe.Tokenizer.from_file(_write_json(tmp_path, data)).encode("ab") == [256]
+
+
+def test_long_tokens_are_cut_short_in_messages(tmp_path: Path) -> None:
+    data = byte_level_bpe_json()
+    data["added_tokens"].append({**added_token("y" * 5_000_000, 300), "lstrip": True})
+    with pytest.raises(tokpipe.FormatError) as info:
+        tokpipe.Tokenizer.from_file(_write_json(tmp_path, data))
+    message = str(info.value)
+    assert len(message) < 300
+    assert f'{tmp_path / "tokenizer.json"}: added token "{"y" * 60}"… (5000000 bytes) sets lstrip' in message
+    with pytest.raises(tokpipe.InvalidArgumentError) as info:
+        tokpipe.Tokenizer.from_tiktoken(VOCAB / "cl100k_base.tiktoken.gz", special_tokens={"s" * 5_000_000: 5})
+    assert len(str(info.value)) < 300 and "(5000000 bytes) has id 5" in str(info.value)
+
+
+def test_gzip_that_unpacks_past_the_limit_is_refused(tmp_path: Path) -> None:
+    # 100 MiB of empty lines in 100 KB: more than 64 MiB, and more than 100 times the file.
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    path = tmp_path / "bomb.tiktoken.gz"
+    path.write_bytes(packer.compress(b"\n" * (100 << 20)) + packer.flush())
+    with pytest.raises(tokpipe.FormatError, match=r"gzip data unpacks to more than 67108864 bytes, the limit for"):
+        tokpipe.Tokenizer.from_tiktoken(path)

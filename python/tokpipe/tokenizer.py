@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, Union
 
 from tokpipe import _core
+from tokpipe.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -213,12 +214,27 @@ class Tokenizer:
         """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD. WordPiece
         tokenizers decode as HF does (tokens joined by spaces, ``##`` pieces glued, special
         tokens skipped); sentencepiece ones as sentencepiece's ``decode`` (``▁`` as spaces, the
-        dummy prefix dropped, ``<0xNN>`` pieces as bytes, ``<unk>`` as `` ⁇ ``)."""
-        return self._core.decode(ids if isinstance(ids, list) else list(ids))
+        dummy prefix dropped, ``<0xNN>`` pieces as bytes, ``<unk>`` as `` ⁇ ``).
+        An id that is no token raises :class:`~tokpipe.InvalidArgumentError`."""
+        ids = ids if isinstance(ids, list) else list(ids)
+        try:
+            return self._core.decode(ids)
+        except OverflowError:
+            raise self._unknown_id(ids) from None
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The exact bytes ``ids`` stand for."""
-        return self._core.decode_bytes(ids if isinstance(ids, list) else list(ids))
+        ids = ids if isinstance(ids, list) else list(ids)
+        try:
+            return self._core.decode_bytes(ids)
+        except OverflowError:
+            raise self._unknown_id(ids) from None
+
+    def _unknown_id(self, ids: list[int]) -> InvalidArgumentError:
+        """The error for ids the binding cannot even read as token ids (negative, or 2**32 and
+        more), which reach it as ``OverflowError``: the same error as for any unknown id."""
+        bad = next((i for i in ids if not 0 <= i < 1 << 32), "out of range")
+        return InvalidArgumentError(f"token id {bad} is not in the vocabulary (size {self.vocab_size})")
 
     # -- vocabulary ----------------------------------------------------------------------
     @property
@@ -248,16 +264,16 @@ class Tokenizer:
 
     def id_to_token(self, id: int) -> str | None:
         """The token as HF writes it (byte-level text such as ``"Ġthe"``, a WordPiece token such
-        as ``"##ing"``, or a special token)."""
-        return self._core.id_to_token(id)
+        as ``"##ing"``, or a special token); ``None`` for an id that is no token."""
+        return self._core.id_to_token(id) if 0 <= id < 1 << 32 else None
 
     def token_to_id(self, token: str) -> int | None:
         """Inverse of :meth:`id_to_token`."""
         return self._core.token_to_id(token)
 
     def token_bytes(self, id: int) -> bytes | None:
-        """The raw bytes of one token."""
-        return self._core.token_bytes(id)
+        """The raw bytes of one token; ``None`` for an id that is no token."""
+        return self._core.token_bytes(id) if 0 <= id < 1 << 32 else None
 
     def bytes_to_id(self, token: bytes) -> int | None:
         """The id of the token with exactly these bytes."""

@@ -1,5 +1,8 @@
 //! The crate's single error type. The Python binding maps each variant once onto the
 //! `TokpipeError` hierarchy (and IO errors onto Python's own `OSError` family).
+//!
+//! Messages are one line and never embed user data whole: a token, a line or a JSON value
+//! from a file goes through [`shown`], which quotes it and cuts it short.
 
 use std::path::PathBuf;
 
@@ -44,5 +47,44 @@ impl Error {
             path: path.to_string(),
             message: message.into(),
         }
+    }
+}
+
+/// Characters of user data (a token, a line of a file) a message shows before cutting it.
+pub const SHOWN_CHARS: usize = 60;
+
+/// `text` quoted as `{:?}` quotes it, cut to its first [`SHOWN_CHARS`] characters (with its
+/// full size in bytes after it) so that a 5 MB token never ends up whole in a message.
+pub fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+/// A JSON value from a file, for a message: its text, cut short as [`shown`] cuts it.
+pub fn shown_json(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(SHOWN_CHARS) {
+        None => text,
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_quotes_short_text_and_cuts_long_text() {
+        assert_eq!(shown("a\"b"), "\"a\\\"b\"");
+        let long = "é".repeat(5_000_000);
+        let s = shown(&long);
+        assert!(s.starts_with(&format!("{:?}", "é".repeat(60))), "{s}");
+        assert!(s.ends_with("… (10000000 bytes)"), "{s}");
+        assert!(s.len() < 200);
+        let value = serde_json::json!(["x".repeat(1000), 1]);
+        assert!(shown_json(&value).ends_with("… (1006 bytes)"));
+        assert_eq!(shown_json(&serde_json::json!([1, 2])), "[1,2]");
     }
 }

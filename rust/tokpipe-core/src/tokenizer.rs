@@ -7,12 +7,12 @@
 //! (subword regularization): [`Tokenizer::encode_nbest`], [`Tokenizer::encode_sample`].
 
 use crate::decoders::{DecodeStep, SentencePieceDecoder};
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::models::unigram::nbest::{Segment, SplitMix64};
 use crate::models::{Model, ModelWrapper};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
@@ -128,12 +128,22 @@ impl Tokenizer {
         added.sort_by_key(|t| t.id);
         let mut added_ids = FxHashMap::default();
         let mut added_by_id = FxHashMap::default();
+        // The binding keeps an int object per id below `vocab_size`: an added token far past
+        // the vocabulary would make that table gigabytes.
+        let size = model.id_bound() + added.len();
         for (i, t) in added.iter().enumerate() {
             let (tok, id) = (&t.content, t.id);
             if tok.is_empty() {
                 return Err(Error::InvalidArgument(
                     "a special token cannot be empty".into(),
                 ));
+            }
+            if id >= crate::models::id_limit(size) {
+                return Err(Error::InvalidArgument(crate::models::id_past_limit(
+                    &format!("special token {}", shown(tok)),
+                    id.into(),
+                    size,
+                )));
             }
             // HF keeps one string -> id map, so a special token whose text is the spelling of
             // an ordinary token (byte-level for BPE) is that token (HF's BPE trainer makes these
@@ -142,13 +152,15 @@ impl Tokenizer {
             if let Some(spelling) = model.id_to_token(id) {
                 if spelling != tok.as_str() {
                     return Err(Error::InvalidArgument(format!(
-                        "special token {tok:?} has id {id}, which an ordinary token already has"
+                        "special token {} has id {id}, which an ordinary token already has",
+                        shown(tok)
                     )));
                 }
             }
             if added_ids.insert(tok.clone(), id).is_some() {
                 return Err(Error::InvalidArgument(format!(
-                    "special token {tok:?} is given twice"
+                    "special token {} is given twice",
+                    shown(tok)
                 )));
             }
             if added_by_id.insert(id, i).is_some() {
@@ -160,12 +172,7 @@ impl Tokenizer {
         let added_matcher = if added.is_empty() {
             None
         } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(added.iter().map(|t| t.content.as_str()))
-                    .map_err(|e| Error::InvalidArgument(format!("special tokens: {e}")))?,
-            )
+            Some(added_token_matcher(&added)?)
         };
         let has_plain_added = added.iter().any(|t| !t.special);
         Ok(Tokenizer {
@@ -545,6 +552,31 @@ impl Tokenizer {
     }
 }
 
+/// Added tokens of at most this many bytes in all are found with a DFA (the fastest search),
+/// more with a contiguous NFA. aho-corasick builds the DFA of up to 100 patterns whatever
+/// their length, in time that grows with the square of a repetitive pattern's length (one
+/// 64 KB token took a minute); the NFA builds in linear time.
+const ADDED_DFA_BYTES: usize = 4096;
+
+/// The leftmost-longest matcher of the added tokens.
+fn added_token_matcher(added: &[AddedToken]) -> Result<AhoCorasick> {
+    let patterns = || added.iter().map(|t| t.content.as_str());
+    let mut builder = AhoCorasick::builder();
+    builder.match_kind(MatchKind::LeftmostLongest);
+    if patterns().map(str::len).sum::<usize>() > ADDED_DFA_BYTES {
+        builder.kind(Some(AhoCorasickKind::ContiguousNFA));
+    }
+    builder
+        .build(patterns())
+        .or_else(|_| {
+            // Too many states for a contiguous NFA: the plain one has no such limit.
+            builder
+                .kind(Some(AhoCorasickKind::NoncontiguousNFA))
+                .build(patterns())
+        })
+        .map_err(|e| Error::InvalidArgument(format!("special tokens: {e}")))
+}
+
 /// Scratch buffers larger than this are freed after use rather than kept per thread.
 pub(crate) const KEEP_SCRATCH_BYTES: usize = 64 << 20;
 
@@ -852,6 +884,78 @@ mod tests {
             vec![],
         )
         .unwrap()
+    }
+
+    #[test]
+    fn added_tokens_far_past_the_vocabulary_are_refused() {
+        let model = tokenizer().model().as_bpe().unwrap().clone();
+        let pre = || PreTokenizer::new("gpt2").unwrap();
+        let err = Tokenizer::new(
+            pre(),
+            model.clone(),
+            vec![AddedToken::special("<big>", 1 << 31)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "special token \"<big>\" has id 2147483648, far past the vocabulary size 264 \
+             (ids must be below 1049104)"
+        );
+        // Below the limit, however sparse, is fine (cl100k's special tokens leave gaps).
+        let id = crate::models::id_limit(264) - 1;
+        let tok = Tokenizer::new(pre(), model, vec![AddedToken::special("<last>", id)]).unwrap();
+        assert_eq!(tok.vocab_size(), id as usize + 1);
+    }
+
+    #[test]
+    fn long_added_tokens_are_found_by_an_nfa() {
+        // A DFA of one 64 KB token of one repeated byte took aho-corasick a minute to build.
+        let long = "x".repeat(1 << 16);
+        let model = tokenizer().model().as_bpe().unwrap().clone();
+        let added = vec![AddedToken::special(long.clone(), 300)];
+        let tok = Tokenizer::new(PreTokenizer::new("gpt2").unwrap(), model, added).unwrap();
+        let matcher = tok.added_matcher.as_ref().unwrap();
+        assert_eq!(matcher.kind(), AhoCorasickKind::ContiguousNFA);
+        let text = format!("a{long}b");
+        let ids = tok.encode(&text, &AllowedSpecial::All).unwrap();
+        assert_eq!(ids, vec![b'a' as u32, 300, b'b' as u32]);
+        // Short ones keep the DFA, the fastest to search.
+        assert_eq!(
+            tokenizer_with_specials(&["<|endoftext|>", "<|fim|>"])
+                .added_matcher
+                .unwrap()
+                .kind(),
+            AhoCorasickKind::DFA
+        );
+    }
+
+    fn tokenizer_with_specials(specials: &[&str]) -> Tokenizer {
+        let model = tokenizer().model().as_bpe().unwrap().clone();
+        let added = specials
+            .iter()
+            .enumerate()
+            .map(|(i, t)| AddedToken::special(*t, 300 + i as u32))
+            .collect();
+        Tokenizer::new(PreTokenizer::new("gpt2").unwrap(), model, added).unwrap()
+    }
+
+    #[test]
+    fn messages_show_a_long_special_token_cut_short() {
+        let long = "s".repeat(5_000_000);
+        let model = tokenizer().model().as_bpe().unwrap().clone();
+        let err = Tokenizer::new(
+            PreTokenizer::new("gpt2").unwrap(),
+            model,
+            vec![AddedToken::special(long, 5)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.len() < 200, "{} bytes", err.len());
+        assert!(
+            err.contains("… (5000000 bytes) has id 5, which an ordinary token already has"),
+            "{err}"
+        );
     }
 
     #[test]

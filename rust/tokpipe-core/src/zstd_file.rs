@@ -152,7 +152,12 @@ mod tests {
         // One read as large as the file: the bytes before the damage still come first.
         let (out, error) = read_all(&mut ZstdFile::open(&path).unwrap(), 8 << 20);
         assert!(error.is_some());
-        assert!(out.len() > data.len() / 2, "{} of {}", out.len(), data.len());
+        assert!(
+            out.len() > data.len() / 2,
+            "{} of {}",
+            out.len(),
+            data.len()
+        );
         assert!(data.starts_with(&out));
     }
 

@@ -112,7 +112,9 @@ impl ZstdFile {
     fn readinto(&mut self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         let view = PyUntypedBuffer::get(buffer)?;
         if view.readonly() || !view.is_c_contiguous() {
-            return Err(PyValueError::new_err("readinto needs a writable contiguous buffer"));
+            return Err(PyValueError::new_err(
+                "readinto needs a writable contiguous buffer",
+            ));
         }
         let Some(file) = self.inner.as_mut() else {
             return Err(PyValueError::new_err("read of a closed zstd file"));

@@ -310,7 +310,8 @@ def _staging_writer(directory: Path, task: int, staging: str) -> ParquetShardWri
     # marker commits them (a killed run redoes the tasks without one).
     if staging == "arrow":
         return ParquetShardWriter(directory, task, _STAGING_SHARD, file_format="arrow", checksum=False)
-    return ParquetShardWriter(directory, task, _STAGING_SHARD, compression=_STAGING_CODEC, checksum=False)
+    return ParquetShardWriter(directory, task, _STAGING_SHARD, compression=_STAGING_CODEC, checksum=False,
+                              large_columns=(TEXT,))
 
 
 def _prefetched(items: Iterator[T], depth: int = 1) -> Iterator[T]:
@@ -467,8 +468,8 @@ def _pack_group(state: str, out_dir: str, worker: int, tasks: list[int], segment
                     for batch in parquet_batches(pq.ParquetFile(state_dir / f"seg{k}" / kind / name), _PACK_ROWS):
                         yield conform(batch, schema)
 
-    with ParquetShardWriter(out, worker, shard_size) as kept, \
-            ParquetShardWriter(out / "rejected", worker, shard_size) as rejected:
+    with ParquetShardWriter(out, worker, shard_size, large_columns=(TEXT,)) as kept, \
+            ParquetShardWriter(out / "rejected", worker, shard_size, large_columns=(TEXT,)) as rejected:
         rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
                            for info in rejected.write(batch)]
         rejected_shards += rejected.close()
@@ -490,13 +491,13 @@ def _row_groups(batches: Iterator[pa.RecordBatch], shard_size: int) -> Iterator[
     rows = size = 0
     for batch in batches:
         if pending and (rows + batch.num_rows > _PACK_ROWS or size + batch.nbytes > limit):
-            yield pa.concat_batches(pending)
+            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
             pending, rows, size = [], 0, 0
         pending.append(batch)
         rows += batch.num_rows
         size += batch.nbytes
     if pending:
-        yield pa.concat_batches(pending)
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 # ---------------------------------------------------------------------------------------------

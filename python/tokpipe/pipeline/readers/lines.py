@@ -230,6 +230,13 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
                 buffer[: filled - consumed] = buffer[consumed:filled]
                 filled -= consumed
                 line_start -= consumed
+                if len(buffer) > 2 * BLOCK_BYTES and filled <= BLOCK_BYTES:
+                    # A long line is gone: its room goes back to the system, not kept for
+                    # the rest of the file beside the batches built from it.
+                    try:
+                        del buffer[2 * BLOCK_BYTES:]
+                    except BufferError:
+                        pass  # the consumer still holds a view: it goes at the next long line
                 if line_start:
                     break  # the lines left start at or after `end`: another task's
             if overlong and (end is None or position < end):

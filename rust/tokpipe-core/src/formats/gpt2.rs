@@ -1,8 +1,9 @@
 //! GPT-2's original files: `encoder.json` (byte-level token text -> id) and `vocab.bpe`
 //! (a `#version` line, then one `left right` merge per line, in priority order).
 
+use super::hf_components::json_id;
 use super::read_maybe_gzip;
-use crate::error::{Error, Result};
+use crate::error::{shown, shown_json, Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::pre_tokenizers::byte_level;
 use crate::tokenizer::AddedToken;
@@ -18,23 +19,35 @@ pub fn load(
 ) -> Result<(BpeModel, Vec<AddedToken>)> {
     let enc_name = encoder_json.display().to_string();
     let raw = read_maybe_gzip(encoder_json)?;
-    let encoder: HashMap<String, u32> = serde_json::from_slice(&raw).map_err(|e| {
-        Error::format(
-            &enc_name,
-            format!("invalid JSON object of token -> id: {e}"),
-        )
-    })?;
+    let root: serde_json::Value = serde_json::from_slice(&raw)
+        .map_err(|e| Error::format(&enc_name, format!("invalid JSON: {e}")))?;
+    let encoder = root
+        .as_object()
+        .ok_or_else(|| Error::format(&enc_name, "not a JSON object of token -> id"))?;
     let mut vocab = Vec::with_capacity(encoder.len());
     let mut specials = Vec::new();
     let mut ids: HashMap<&str, u32> = HashMap::with_capacity(encoder.len());
-    for (token, &id) in &encoder {
+    for (token, id) in encoder {
+        let id = json_id(id).ok_or_else(|| {
+            Error::format(
+                &enc_name,
+                format!(
+                    "token {} has the id {}, not an integer from 0 to 2^32 - 2",
+                    shown(token),
+                    shown_json(id)
+                ),
+            )
+        })?;
         ids.insert(token, id);
         if special_tokens.iter().any(|s| s == token) {
             specials.push(AddedToken::special(token.clone(), id));
             continue;
         }
         let bytes = byte_level::decode(token).ok_or_else(|| {
-            Error::format(&enc_name, format!("token {token:?} is not byte-level text"))
+            Error::format(
+                &enc_name,
+                format!("token {} is not byte-level text", shown(token)),
+            )
         })?;
         vocab.push((bytes, id));
     }
@@ -63,11 +76,7 @@ pub(crate) fn parse_merge_lines(
         let (l, r) = line.split_once(' ').ok_or_else(|| {
             Error::format(
                 source,
-                format!(
-                    "line {}: expected `left right`: {:?}",
-                    n + 1,
-                    super::tiktoken::truncate(line)
-                ),
+                format!("line {}: expected `left right`: {}", n + 1, shown(line)),
             )
         })?;
         merges.push(pair_ids(l, r, ids, source)?);
@@ -84,7 +93,7 @@ pub(crate) fn pair_ids(
     let get = |t: &str| {
         ids.get(t)
             .copied()
-            .ok_or_else(|| Error::format(source, format!("merge uses unknown token {t:?}")))
+            .ok_or_else(|| Error::format(source, format!("merge uses unknown token {}", shown(t))))
     };
     Ok((get(l)?, get(r)?))
 }

@@ -9,7 +9,7 @@
 //! (legacy mode) writes one, the HF spelling that encodes most like sentencepiece.
 
 use crate::decoders::DecodeStep;
-use crate::error::{Error, Result};
+use crate::error::{shown, shown_json, Error, Result};
 use crate::normalizers::replace::{Replace, ReplacePattern};
 use crate::normalizers::sentencepiece::SPACE_SYMBOL;
 use crate::normalizers::{CharsMap, Normalizer, SentencePieceNormalizer};
@@ -21,6 +21,15 @@ use std::sync::Arc;
 
 fn kind(v: &Value) -> Option<&str> {
     v.get("type").and_then(Value::as_str)
+}
+
+/// A token id as a file gives it: an integer from 0 to `u32::MAX - 1` (HF's ids are `u32`, and
+/// `u32::MAX` means "no token" here). Anything else, 2^32 included, is no id: it is never
+/// wrapped into one.
+pub(crate) fn json_id(v: &Value) -> Option<u32> {
+    v.as_u64()
+        .filter(|&id| id < u32::MAX as u64)
+        .map(|id| id as u32)
 }
 
 /// `{"String": s}` or `{"Regex": r}`.
@@ -122,7 +131,7 @@ fn parse_metaspace(v: &Value, source: &str) -> Result<Metaspace> {
     let mut scheme = match v.get("prepend_scheme").and_then(Value::as_str) {
         None => PrependScheme::Always,
         Some(s) => PrependScheme::from_name(s)
-            .ok_or_else(|| bad(format!("unknown prepend_scheme {s:?}")))?,
+            .ok_or_else(|| bad(format!("unknown prepend_scheme {}", shown(s))))?,
     };
     if v.get("add_prefix_space").and_then(Value::as_bool) == Some(false) {
         if scheme != PrependScheme::Never {
@@ -185,7 +194,10 @@ pub(crate) fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<PreTokenize
                 _ => PreTokenizer::Sequence(steps.into()),
             })
         }
-        Some(other) => Err(bad(format!("{other:?} is not supported with Unigram"))),
+        Some(other) => Err(bad(format!(
+            "{} is not supported with Unigram",
+            shown(other)
+        ))),
         None => Err(bad("no type".into())),
     }
 }
@@ -249,7 +261,12 @@ fn parse_decode_step(v: &Value, source: &str, out: &mut Vec<DecodeStep>) -> Resu
                 parse_decode_step(s, source, out)?;
             }
         }
-        Some(other) => return Err(bad(format!("{other:?} is not supported with Unigram"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "{} is not supported with Unigram",
+                shown(other)
+            )))
+        }
         None => return Err(bad("no type".into())),
     }
     Ok(())
@@ -303,7 +320,12 @@ pub(crate) fn parse_template(v: &Value, source: &str) -> Result<Option<PostProce
     match kind(v) {
         None if v.is_null() => return Ok(None),
         Some("TemplateProcessing") => {}
-        Some(other) => return Err(bad(&format!("{other:?} is not supported with Unigram"))),
+        Some(other) => {
+            return Err(bad(&format!(
+                "{} is not supported with Unigram",
+                shown(other)
+            )))
+        }
         None => return Err(bad("no type")),
     }
     let single = v
@@ -318,22 +340,8 @@ pub(crate) fn parse_template(v: &Value, source: &str) -> Result<Option<PostProce
             .and_then(|s| s.get("id"))
             .and_then(Value::as_str)
         {
-            let entry = v
-                .get("special_tokens")
-                .and_then(|s| s.get(name))
-                .ok_or_else(|| bad(&format!("special token {name:?} is not defined")))?;
-            let ids = entry.get("ids").and_then(Value::as_array);
-            let tokens = entry.get("tokens").and_then(Value::as_array);
-            let (Some(ids), Some(tokens)) = (ids, tokens) else {
-                return Err(bad(&format!("special token {name:?} has no ids or tokens")));
-            };
-            for (id, token) in ids.iter().zip(tokens) {
-                let (Some(id), Some(token)) = (id.as_u64(), token.as_str()) else {
-                    return Err(bad(&format!("special token {name:?} has a malformed id")));
-                };
-                let side = if seen_a { &mut after } else { &mut before };
-                side.push((token.to_string(), id as u32));
-            }
+            let side = if seen_a { &mut after } else { &mut before };
+            side.extend(template_special_token(v, name, source)?);
         } else if piece
             .get("Sequence")
             .and_then(|s| s.get("id"))
@@ -350,6 +358,136 @@ pub(crate) fn parse_template(v: &Value, source: &str) -> Result<Option<PostProce
         return Err(bad("the single template has no $A"));
     }
     Ok(Some(PostProcessor::Template { before, after }))
+}
+
+/// The `(token, id)` pairs of the special token `name` of a `TemplateProcessing`, each id an
+/// id (see [`json_id`]), as many ids as tokens.
+fn template_special_token(v: &Value, name: &str, source: &str) -> Result<Vec<(String, u32)>> {
+    let bad = |msg: String| {
+        Error::format(
+            source,
+            format!("post_processor: special token {} {msg}", shown(name)),
+        )
+    };
+    let entry = v
+        .get("special_tokens")
+        .and_then(|s| s.get(name))
+        .ok_or_else(|| bad("is not defined".into()))?;
+    let ids = entry.get("ids").and_then(Value::as_array);
+    let tokens = entry.get("tokens").and_then(Value::as_array);
+    let (Some(ids), Some(tokens)) = (ids, tokens) else {
+        return Err(bad("has no ids or tokens".into()));
+    };
+    if ids.len() != tokens.len() {
+        return Err(bad(format!(
+            "has {} ids for {} tokens",
+            ids.len(),
+            tokens.len()
+        )));
+    }
+    ids.iter()
+        .zip(tokens)
+        .map(|(id, token)| match (json_id(id), token.as_str()) {
+            (Some(id), Some(token)) => Ok((token.to_string(), id)),
+            _ => Err(bad(format!("has the malformed id {}", shown_json(id)))),
+        })
+        .collect()
+}
+
+/// Checks a post-processor a byte-level BPE file may hold and returns the special tokens it
+/// names: `ByteLevel` (offsets only), `TemplateProcessing`, `BertProcessing`,
+/// `RobertaProcessing`, or a `Sequence` of them, with ids that are ids. HF refuses any other
+/// type and ids outside `u32`; so do we. (A byte-level tokenizer adds no special tokens when
+/// encoding: see `Tokenizer::encode_with`.)
+pub(crate) fn check_post_processor(v: &Value, source: &str) -> Result<Vec<(String, u32)>> {
+    let bad = |msg: String| Error::format(source, format!("post_processor: {msg}"));
+    let mut named = Vec::new();
+    match kind(v) {
+        None if v.is_null() => {}
+        Some("ByteLevel") => {}
+        Some("TemplateProcessing") => {
+            let map = v
+                .get("special_tokens")
+                .and_then(Value::as_object)
+                .ok_or_else(|| bad("TemplateProcessing without special_tokens".into()))?;
+            for name in map.keys() {
+                named.extend(template_special_token(v, name, source)?);
+            }
+            if v.get("single").and_then(Value::as_array).is_none() {
+                return Err(bad("TemplateProcessing without single".into()));
+            }
+            for template in ["single", "pair"] {
+                let pieces = v.get(template).and_then(Value::as_array);
+                for piece in pieces.into_iter().flatten() {
+                    if let Some(name) = piece.get("SpecialToken").and_then(|s| s.get("id")) {
+                        let name = name.as_str().unwrap_or_default();
+                        if !map.contains_key(name) {
+                            return Err(bad(format!(
+                                "the {template} template uses the undefined special token {}",
+                                shown(name)
+                            )));
+                        }
+                    } else if piece.get("Sequence").is_none() {
+                        return Err(bad(format!(
+                            "the {template} template holds {}",
+                            shown_json(piece)
+                        )));
+                    }
+                }
+            }
+        }
+        Some(t @ ("BertProcessing" | "RobertaProcessing")) => {
+            for field in ["cls", "sep"] {
+                let pair = v.get(field).and_then(Value::as_array).map(Vec::as_slice);
+                match pair {
+                    Some([token, id]) if token.is_string() => match json_id(id) {
+                        Some(id) => named.push((token.as_str().unwrap_or_default().into(), id)),
+                        None => {
+                            return Err(bad(format!(
+                                "{t} {field} has the malformed id {}",
+                                shown_json(id)
+                            )))
+                        }
+                    },
+                    _ => return Err(bad(format!("{t} without a [token, id] {field}"))),
+                }
+            }
+        }
+        Some("Sequence") => {
+            let steps = v
+                .get("processors")
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad("Sequence without processors".into()))?;
+            for step in steps {
+                named.extend(check_post_processor(step, source)?);
+            }
+        }
+        Some(other) => return Err(bad(format!("unknown type {}", shown(other)))),
+        None => return Err(bad("no type".into())),
+    }
+    Ok(named)
+}
+
+/// Checks the decoder of a byte-level BPE file: `null`, `ByteLevel`, or a `Sequence` of those
+/// (what HF's converters write). Its ids are decoded as their bytes; another decoder would
+/// make HF give other text, and an unknown one HF refuses.
+pub(crate) fn check_byte_level_decoder(v: &Value, source: &str) -> Result<()> {
+    let bad = |msg: String| Error::format(source, format!("decoder: {msg}"));
+    match kind(v) {
+        None if v.is_null() => Ok(()),
+        Some("ByteLevel") => Ok(()),
+        Some("Sequence") => v
+            .get("decoders")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("Sequence without decoders".into()))?
+            .iter()
+            .try_for_each(|step| check_byte_level_decoder(step, source)),
+        Some(other) => Err(bad(format!(
+            "{} is not supported with byte-level BPE (ByteLevel is)",
+            shown(other)
+        ))),
+        None => Err(bad("no type".into())),
+    }
 }
 
 pub(crate) fn template_json(before: &[(String, u32)], after: &[(String, u32)]) -> Value {

@@ -3,7 +3,10 @@
 //!
 //! Read, byte-level BPE: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs,
 //! `ignore_merges`), normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel`
-//! (GPT-2 regex) or `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`.
+//! (GPT-2 regex) or `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`;
+//! the decoder must be `ByteLevel` (or none), and the post-processor is checked (a type HF
+//! knows, ids that are tokens) but adds nothing when encoding, as documented for byte-level
+//! tokenizers.
 //! A `BPE` model without a `ByteLevel` pre-tokenizer is BPE over characters, as HF runs it
 //! (`unk_token`, `fuse_unk`, `byte_fallback`, `ignore_merges`; see [`crate::models::bpe`]),
 //! with the sentencepiece-style steps Unigram files use (Llama's `Prepend`/`Replace`
@@ -19,10 +22,13 @@
 //!
 //! Written: the same shapes, so `tokenizers.Tokenizer.from_file` loads our output and gives
 //! our ids.
+//!
+//! Ids in the file are checked as [`super`] describes: integers below `u32::MAX`, never
+//! wrapped, within [`crate::models::id_limit`] of the vocabulary's size.
 
 use super::hf_components;
 use super::write_atomic;
-use crate::error::{Error, Result};
+use crate::error::{shown, shown_json, Error, Result};
 use crate::models::bpe::{BpeModel, MergeRule};
 use crate::models::unigram::{PieceKind, UnigramModel};
 use crate::models::wordpiece::{self, WordPieceModel};
@@ -39,7 +45,49 @@ pub fn load(path: &Path) -> Result<Tokenizer> {
     from_slice(&raw, &path.display().to_string())
 }
 
+/// The tokenizer of a `tokenizer.json`'s text; `source` names it in errors, which are all
+/// [`Error::Format`] (a special token refused by [`Tokenizer::new`] included).
 pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
+    let tok = parse(json, source).map_err(|e| match e {
+        Error::InvalidArgument(message) => Error::format(source, message),
+        e => e,
+    })?;
+    check_post_processor_ids(&tok, source)?;
+    Ok(tok)
+}
+
+/// The ids a post-processor adds must be tokens, or encoding would give ids nothing decodes.
+fn check_post_processor_ids(tok: &Tokenizer, source: &str) -> Result<()> {
+    let named: Vec<&(String, u32)> = match tok.post_processor() {
+        None => return Ok(()),
+        Some(PostProcessor::Bert { cls, sep }) => vec![cls, sep],
+        Some(PostProcessor::Template { before, after }) => before.iter().chain(after).collect(),
+    };
+    check_named_ids(tok, named.into_iter().cloned(), source)
+}
+
+fn check_named_ids(
+    tok: &Tokenizer,
+    named: impl IntoIterator<Item = (String, u32)>,
+    source: &str,
+) -> Result<()> {
+    for (token, id) in named {
+        if tok.id_to_token(id).is_none() {
+            return Err(Error::format(
+                source,
+                format!(
+                    "post_processor: special token {} has id {id}, which is no token of the \
+                     vocabulary (size {})",
+                    shown(&token),
+                    tok.vocab_size()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse(json: &[u8], source: &str) -> Result<Tokenizer> {
     let root: Value = serde_json::from_slice(json)
         .map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
     let bad = |msg: String| Error::format(source, msg);
@@ -59,8 +107,9 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
         "Unigram" => return unigram_from_json(&root, model, added, source),
         other => {
             return Err(bad(format!(
-            "model type {other:?} is not supported yet (byte-level BPE, WordPiece and Unigram are)"
-        )))
+                "model type {} is not supported yet (byte-level BPE, WordPiece and Unigram are)",
+                shown(other)
+            )))
         }
     }
     for field in [
@@ -101,20 +150,28 @@ pub fn from_slice(json: &[u8], source: &str) -> Result<Tokenizer> {
                 continue;
             }
         }
-        let bytes =
-            decoded.ok_or_else(|| bad(format!("vocab entry {token:?} is not byte-level text")))?;
+        let bytes = decoded.ok_or_else(|| {
+            bad(format!(
+                "vocab entry {} is not byte-level text",
+                shown(token)
+            ))
+        })?;
         vocab.push((bytes, id));
     }
 
     let merges = parse_merges(model, &ids, source)?;
     let model = BpeModel::from_merges(vocab, merges, ignore_merges, source)?;
 
-    let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
-    let (pre, add_prefix_space) =
-        parse_pre_tokenizer(root.get("pre_tokenizer").unwrap_or(&Value::Null), source)?;
-    Ok(Tokenizer::new(pre, model, added)?
+    let part = |name: &str| root.get(name).unwrap_or(&Value::Null);
+    let normalizer = parse_normalizer(part("normalizer"), source)?;
+    let (pre, add_prefix_space) = parse_pre_tokenizer(part("pre_tokenizer"), source)?;
+    hf_components::check_byte_level_decoder(part("decoder"), source)?;
+    let named = hf_components::check_post_processor(part("post_processor"), source)?;
+    let tok = Tokenizer::new(pre, model, added)?
         .with_normalizer(normalizer)
-        .with_add_prefix_space(add_prefix_space))
+        .with_add_prefix_space(add_prefix_space);
+    check_named_ids(&tok, named, source)?;
+    Ok(tok)
 }
 
 /// `model.merges` as token-id pairs: `"left right"` strings or `["left", "right"]` pairs.
@@ -143,11 +200,14 @@ fn parse_vocab<'a>(model: &'a Value, source: &str) -> Result<Vec<(&'a str, u32)>
     vocab
         .iter()
         .map(|(token, id)| {
-            let id = id
-                .as_u64()
-                .filter(|&id| id < u32::MAX as u64)
-                .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?;
-            Ok((token.as_str(), id as u32))
+            let id = hf_components::json_id(id).ok_or_else(|| {
+                bad(format!(
+                    "vocab entry {} has the id {}, not an integer from 0 to 2^32 - 2",
+                    shown(token),
+                    shown_json(id)
+                ))
+            })?;
+            Ok((token.as_str(), id))
         })
         .collect()
 }
@@ -163,14 +223,15 @@ fn parse_merges(model: &Value, ids: &HashMap<&str, u32>, source: &str) -> Result
         let (l, r) = match m {
             Value::String(s) => s
                 .split_once(' ')
-                .ok_or_else(|| bad(format!("merges[{n}] {s:?} is not `left right`")))?,
+                .ok_or_else(|| bad(format!("merges[{n}] {} is not `left right`", shown(s))))?,
             Value::Array(a) if a.len() == 2 && a.iter().all(Value::is_string) => (
                 a[0].as_str().unwrap_or_default(),
                 a[1].as_str().unwrap_or_default(),
             ),
             other => {
                 return Err(bad(format!(
-                    "merges[{n}] is neither a string nor a pair: {other}"
+                    "merges[{n}] is neither a string nor a pair: {}",
+                    shown_json(other)
                 )))
             }
         };
@@ -216,11 +277,18 @@ fn char_bpe_from_json(
     let vocab: Vec<(String, u32)> = entries.iter().map(|&(t, id)| (t.to_string(), id)).collect();
     let unk = match model.get("unk_token") {
         None | Some(Value::Null) => None,
-        Some(Value::String(t)) => Some(
-            *ids.get(t.as_str())
-                .ok_or_else(|| bad(format!("model.unk_token {t:?} is not in the vocabulary")))?,
-        ),
-        Some(other) => return Err(bad(format!("model.unk_token {other} is not a string"))),
+        Some(Value::String(t)) => Some(*ids.get(t.as_str()).ok_or_else(|| {
+            bad(format!(
+                "model.unk_token {} is not in the vocabulary",
+                shown(t)
+            ))
+        })?),
+        Some(other) => {
+            return Err(bad(format!(
+                "model.unk_token {} is not a string",
+                shown_json(other)
+            )))
+        }
     };
     let merges = parse_merges(model, &ids, source)?;
     let model = BpeModel::from_hf_chars(
@@ -271,21 +339,28 @@ fn parse_added_tokens(root: &Value, source: &str) -> Result<Vec<AddedToken>> {
             .get("content")
             .and_then(Value::as_str)
             .ok_or_else(|| bad(format!("added_tokens[{i}] has no content")))?;
-        let id = t
-            .get("id")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad(format!("added_tokens[{i}] has no id")))?;
+        let id = match t.get("id") {
+            None | Some(Value::Null) => return Err(bad(format!("added_tokens[{i}] has no id"))),
+            Some(id) => hf_components::json_id(id).ok_or_else(|| {
+                bad(format!(
+                    "added_tokens[{i}] {} has the id {}, not an integer from 0 to 2^32 - 2",
+                    shown(content),
+                    shown_json(id)
+                ))
+            })?,
+        };
         for flag in ["lstrip", "rstrip", "single_word"] {
             if t.get(flag).and_then(Value::as_bool) == Some(true) {
                 return Err(bad(format!(
-                    "added token {content:?} sets {flag}, which is not supported yet"
+                    "added token {} sets {flag}, which is not supported yet",
+                    shown(content)
                 )));
             }
         }
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
         added.push(AddedToken {
             content: content.to_string(),
-            id: id as u32,
+            id,
             special,
             normalized: t
                 .get("normalized")
@@ -311,7 +386,8 @@ fn wordpiece_from_json(
         Some("BertPreTokenizer") => {}
         other => {
             return Err(bad(format!(
-                "pre_tokenizer {other:?} with WordPiece is not supported yet (BertPreTokenizer is)"
+                "pre_tokenizer {} with WordPiece is not supported yet (BertPreTokenizer is)",
+                other.map_or("null".into(), shown)
             )))
         }
     }
@@ -333,7 +409,8 @@ fn wordpiece_from_json(
         },
         other => {
             return Err(bad(format!(
-                "decoder {other:?} is not supported with WordPiece"
+                "decoder {} is not supported with WordPiece",
+                other.map_or("without a type".into(), shown)
             )))
         }
     };
@@ -359,8 +436,10 @@ fn unigram_from_json(
 fn parse_bert_post_processor(v: &Value, source: &str) -> Result<Option<PostProcessor>> {
     let bad = |msg: &str| Error::format(source, format!("post_processor: {msg}"));
     let pair = |v: Option<&Value>| -> Option<(String, u32)> {
-        let a = v?.as_array()?;
-        Some((a.first()?.as_str()?.to_string(), a.get(1)?.as_u64()? as u32))
+        match v?.as_array()?.as_slice() {
+            [token, id] => Some((token.as_str()?.to_string(), hf_components::json_id(id)?)),
+            _ => None,
+        }
     };
     match v.get("type").and_then(Value::as_str) {
         None if v.is_null() => Ok(None),
@@ -369,37 +448,21 @@ fn parse_bert_post_processor(v: &Value, source: &str) -> Result<Option<PostProce
             let sep = pair(v.get("sep")).ok_or_else(|| bad("BertProcessing without sep"))?;
             Ok(Some(PostProcessor::Bert { cls, sep }))
         }
-        Some("TemplateProcessing") => {
-            let single = v
-                .get("single")
-                .and_then(Value::as_array)
-                .ok_or_else(|| bad("TemplateProcessing without single"))?;
-            let special = |piece: &Value| -> Option<(String, u32)> {
-                let name = piece.get("SpecialToken")?.get("id")?.as_str()?;
-                let ids = v.get("special_tokens")?.get(name)?.get("ids")?.as_array()?;
-                match ids.as_slice() {
-                    [id] => Some((name.to_string(), id.as_u64()? as u32)),
-                    _ => None,
-                }
-            };
-            let is_a = |piece: &Value| {
-                piece
-                    .get("Sequence")
-                    .and_then(|s| s.get("id"))
-                    .and_then(Value::as_str)
-                    == Some("A")
-            };
-            match single.as_slice() {
-                [first, seq, last] if is_a(seq) => match (special(first), special(last)) {
-                    (Some(cls), Some(sep)) => Ok(Some(PostProcessor::Bert { cls, sep })),
-                    _ => Err(bad(
-                        "only a template of one special token, $A, one special token is supported",
-                    )),
-                },
-                _ => Err(bad("only the template `[CLS] $A [SEP]` is supported")),
+        Some("TemplateProcessing") => match hf_components::parse_template(v, source)? {
+            Some(PostProcessor::Template { before, after })
+                if before.len() == 1 && after.len() == 1 =>
+            {
+                let (cls, sep) = (before[0].clone(), after[0].clone());
+                Ok(Some(PostProcessor::Bert { cls, sep }))
             }
-        }
-        Some(other) => Err(bad(&format!("{other:?} is not supported with WordPiece"))),
+            _ => Err(bad(
+                "only a template of one special token, $A, one special token is supported",
+            )),
+        },
+        Some(other) => Err(bad(&format!(
+            "{} is not supported with WordPiece",
+            shown(other)
+        ))),
         None => Err(bad("no type")),
     }
 }
@@ -447,7 +510,10 @@ fn parse_normalizer(v: &Value, source: &str) -> Result<Option<Normalizer>> {
             None => hf_components::parse_normalizer_step(v, source)?
                 .map(Some)
                 .ok_or_else(|| {
-                    Error::format(source, format!("normalizer {t:?} is not supported yet"))
+                    Error::format(
+                        source,
+                        format!("normalizer {} is not supported yet", shown(t)),
+                    )
                 }),
         },
         None => Err(Error::format(source, "normalizer has no type")),
@@ -516,7 +582,7 @@ fn parse_pre_tokenizer(v: &Value, source: &str) -> Result<(PreTokenizer, bool)> 
                 )),
             }
         }
-        Some(other) => Err(bad(&format!("{other:?} is not supported yet"))),
+        Some(other) => Err(bad(&format!("{} is not supported yet", shown(other)))),
         None => Err(bad("missing; byte-level BPE needs ByteLevel")),
     }
 }

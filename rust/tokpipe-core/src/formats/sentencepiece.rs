@@ -20,7 +20,7 @@
 use super::protobuf::{Field, RawMessage, WireValue};
 use super::write_atomic;
 use crate::decoders::{SentencePieceDecoder, DEFAULT_UNK_SURFACE};
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::models::unigram::{piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};
 use crate::models::{Model, ModelWrapper};
@@ -330,8 +330,8 @@ pub fn tokenizer_from_proto(proto: &ModelProto, source: &str) -> Result<Tokenize
         let kind_number = p.kind.unwrap_or(1);
         let kind = PieceKind::from_spm(kind_number).ok_or_else(|| {
             bad(format!(
-                "piece {i} {:?} has unknown type {kind_number}",
-                p.piece
+                "piece {i} {} has unknown type {kind_number}",
+                shown(&p.piece)
             ))
         })?;
         pieces.push(Piece::new(

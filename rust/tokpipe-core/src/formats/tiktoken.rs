@@ -2,7 +2,7 @@
 //! tokens are not in the file; callers pass them in.
 
 use super::{read_maybe_gzip, write_atomic};
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::models::bpe::BpeModel;
 use crate::pre_tokenizers::Preset;
 use crate::tokenizer::AddedToken;
@@ -13,20 +13,16 @@ use std::path::Path;
 /// Reads the `(bytes, rank)` pairs of a `.tiktoken` or `.tiktoken.gz` file.
 pub fn read_ranks(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
     let data = read_maybe_gzip(path)?;
-    let shown = path.display();
+    let name = path.display();
     let text = std::str::from_utf8(&data)
-        .map_err(|e| Error::format(&shown, format!("not a text file ({e})")))?;
+        .map_err(|e| Error::format(&name, format!("not a text file ({e})")))?;
     let mut ranks = Vec::with_capacity(text.len() / 12);
     for (n, line) in text.lines().enumerate() {
         if line.is_empty() {
             continue;
         }
-        let bad = |what: &str| {
-            Error::format(
-                &shown,
-                format!("line {}: {what}: {:?}", n + 1, truncate(line)),
-            )
-        };
+        let bad =
+            |what: &str| Error::format(&name, format!("line {}: {what}: {}", n + 1, shown(line)));
         let (token, rank) = line
             .split_once(' ')
             .ok_or_else(|| bad("expected `base64 rank`"))?;
@@ -35,7 +31,7 @@ pub fn read_ranks(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
         ranks.push((bytes, rank));
     }
     if ranks.is_empty() {
-        return Err(Error::format(&shown, "no tokens in file"));
+        return Err(Error::format(&name, "no tokens in file"));
     }
     Ok(ranks)
 }
@@ -75,8 +71,4 @@ pub fn openai_special_tokens(preset: Preset, ordinary_tokens: usize) -> Vec<Adde
         .iter()
         .map(|&(t, id)| AddedToken::special(t, id))
         .collect()
-}
-
-pub(crate) fn truncate(line: &str) -> String {
-    line.chars().take(60).collect()
 }

@@ -13,10 +13,47 @@ pub mod unigram;
 pub mod wordpiece;
 
 use crate::corpus::{CorpusOptions, CorpusReport};
-use crate::error::Result;
+use crate::error::{shown, Error, Result};
 use crate::tokenizer::Tokenizer;
 use std::borrow::Cow;
 use std::path::PathBuf;
+
+/// Ids above this many past twice the vocabulary size are refused (see [`id_limit`]).
+pub const ID_SLACK: usize = 1 << 20;
+
+/// One past the largest token id a vocabulary of `tokens` tokens (ordinary and added) may use:
+/// `2 * tokens + 2^20`, and never past `u32::MAX`, which no id may be.
+///
+/// Ids index dense tables (id -> token here, id -> int object in the binding), so an id far
+/// past the vocabulary would make a file of a few bytes allocate gigabytes. Real vocabularies
+/// are dense or nearly so (cl100k: 100,256 ranks, special tokens up to 100,276); the slack
+/// leaves room for special tokens put at round numbers past a small vocabulary.
+pub fn id_limit(tokens: usize) -> u32 {
+    tokens
+        .saturating_mul(2)
+        .saturating_add(ID_SLACK)
+        .min(u32::MAX as usize) as u32
+}
+
+/// The message for an id at or past [`id_limit`], naming the id and the limit.
+pub(crate) fn id_past_limit(what: &str, id: u64, tokens: usize) -> String {
+    format!(
+        "{what} has id {id}, far past the vocabulary size {tokens} (ids must be below {})",
+        id_limit(tokens)
+    )
+}
+
+/// Checks the largest id of a vocabulary of `tokens` tokens against [`id_limit`], before
+/// tables are sized by it; `token` is the text that has that id, for the message.
+pub(crate) fn check_id_bound(token: &str, max_id: u32, tokens: usize, source: &str) -> Result<()> {
+    if max_id >= id_limit(tokens) {
+        return Err(Error::format(
+            source,
+            id_past_limit(&format!("token {}", shown(token)), max_id.into(), tokens),
+        ));
+    }
+    Ok(())
+}
 
 /// What a tokenization model offers the tokenizer.
 pub trait Model {

@@ -14,7 +14,7 @@ pub mod byte_level;
 pub mod metaspace;
 pub mod scanners;
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 pub use metaspace::{Metaspace, PrependScheme};
 use std::sync::Arc;
 
@@ -154,7 +154,7 @@ impl PreTokenizer {
             // long line fails with a clear error instead of hanging.
             .backtrack_limit(10_000_000)
             .build()
-            .map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+            .map_err(|e| Error::Pattern(format!("{}: {e}", shown(pattern))))?;
         Ok(PreTokenizer::Regex {
             pattern: pattern.to_string(),
             regex: std::sync::Arc::new(regex),
@@ -166,7 +166,7 @@ impl PreTokenizer {
         let regex = fancy_regex::RegexBuilder::new(pattern)
             .backtrack_limit(10_000_000)
             .build()
-            .map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+            .map_err(|e| Error::Pattern(format!("{}: {e}", shown(pattern))))?;
         Ok(PreTokenizer::SplitIsolated {
             pattern: pattern.to_string(),
             regex: Arc::new(regex),
@@ -245,7 +245,7 @@ impl PreTokenizer {
             PreTokenizer::Preset(Preset::O200k) => scanners::o200k(text, &mut emit),
             PreTokenizer::Regex { regex, pattern } => {
                 for m in regex.find_iter(text) {
-                    let m = m.map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+                    let m = m.map_err(|e| Error::Pattern(format!("{}: {e}", shown(pattern))))?;
                     emit(m.as_str());
                 }
             }
@@ -260,7 +260,7 @@ impl PreTokenizer {
             PreTokenizer::SplitIsolated { regex, pattern } => {
                 let mut last = 0;
                 for m in regex.find_iter(text) {
-                    let m = m.map_err(|e| Error::Pattern(format!("{pattern:?}: {e}")))?;
+                    let m = m.map_err(|e| Error::Pattern(format!("{}: {e}", shown(pattern))))?;
                     if m.start() > last {
                         emit(&text[last..m.start()]);
                     }

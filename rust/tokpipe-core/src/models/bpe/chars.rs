@@ -51,6 +51,7 @@
 // either; edited ones may.
 
 use super::model::{merge_table, pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
+use super::splits::two_token_splits;
 use crate::error::{Error, Result};
 use crate::models::unigram::SpmExtras;
 use crate::models::unigram::{byte_piece_ids, index_spm_pieces, Piece, PieceKind, Semantics};
@@ -203,12 +204,6 @@ impl BpeModel {
                 needs_exact |= p.kind == PieceKind::Unused;
             }
         }
-        let normal = |text: &str| {
-            mergeable
-                .get(text)
-                .copied()
-                .filter(|&id| pieces[id as usize].kind == PieceKind::Normal)
-        };
         for (id, p) in pieces.iter().enumerate() {
             if p.kind == PieceKind::Normal && in_pieces(id, p) {
                 let mut buf = [0u8; 4];
@@ -243,17 +238,18 @@ impl BpeModel {
         scores.sort_by(|a, b| b.total_cmp(a));
         scores.dedup_by(|a, b| a == b);
         let rank = |score: f32| scores.partition_point(|&s| s > score) as u32;
+        // (No two of these pieces share a text: `index_spm_pieces` refused that.)
+        let normal_pieces: Vec<(&[u8], u32)> = pieces
+            .iter()
+            .enumerate()
+            .filter(|&(id, p)| p.kind == PieceKind::Normal && in_pieces(id, p))
+            .map(|(id, p)| (p.text.as_bytes(), id as u32))
+            .collect();
+        let normal_ids: FxHashMap<&[u8], u32> = normal_pieces.iter().copied().collect();
         let mut merges = FxHashMap::default();
-        for (id, p) in pieces.iter().enumerate() {
-            if p.kind != PieceKind::Normal || !in_pieces(id, p) {
-                continue;
-            }
-            let priority = rank(p.score as f32);
-            for (split, _) in p.text.char_indices().skip(1) {
-                if let (Some(l), Some(r)) = (normal(&p.text[..split]), normal(&p.text[split..])) {
-                    merges.insert(pair_key(l, r), (priority, id as u32));
-                }
-            }
+        for (id, l, r) in two_token_splits(&normal_pieces, |b| normal_ids.get(b).copied()) {
+            let priority = rank(pieces[id as usize].score as f32);
+            merges.insert(pair_key(l, r), (priority, id));
         }
         if needs_exact {
             c.exact = Some(Box::new(ExactTables { mergeable }));
@@ -300,11 +296,9 @@ impl BpeModel {
         if vocab.is_empty() {
             return Err(bad("the vocabulary is empty".into()));
         }
-        let max_id = vocab.iter().map(|(_, id)| *id).max().unwrap_or(0) as usize;
-        if max_id >= (1usize << 31) {
-            return Err(bad(format!("token id {max_id} is too large")));
-        }
-        let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; max_id + 1];
+        let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
+        crate::models::check_id_bound(last, *max_id, vocab.len(), source)?;
+        let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; *max_id as usize + 1];
         let mut token_to_id: FxHashMap<Box<[u8]>, u32> = FxHashMap::default();
         let mut c = CharLevel::new(Semantics::HuggingFace);
         for (text, id) in vocab {

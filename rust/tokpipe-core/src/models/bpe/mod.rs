@@ -3,6 +3,7 @@
 
 mod chars;
 mod model;
+mod splits;
 pub mod trainer;
 
 pub use model::{BpeModel, MergeRule};

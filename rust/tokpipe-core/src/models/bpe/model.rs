@@ -21,7 +21,7 @@
 //! The same model, with a character alphabet instead of bytes, is sentencepiece's BPE and HF's
 //! BPE over characters (Llama-1/2, Mistral): see [`super::chars`].
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
 
@@ -87,9 +87,9 @@ pub(super) fn merge_table(
             return Err(Error::format(
                 source,
                 format!(
-                    "merge #{prio} ({:?} + {:?}) makes a token missing from the vocabulary",
-                    String::from_utf8_lossy(lb),
-                    String::from_utf8_lossy(rb)
+                    "merge #{prio} ({} + {}) makes a token missing from the vocabulary",
+                    shown(&String::from_utf8_lossy(lb)),
+                    shown(&String::from_utf8_lossy(rb))
                 ),
             ));
         };
@@ -106,17 +106,10 @@ impl BpeModel {
     /// Builds a model from tiktoken ranks: `(token bytes, rank)`; the rank is the token id.
     pub fn from_ranks(ranks: Vec<(Vec<u8>, u32)>, source: &str) -> Result<Self> {
         let (tokens, token_to_id, byte_ids) = Self::index_vocab(ranks, source)?;
+        let all: Vec<(&[u8], u32)> = token_to_id.iter().map(|(t, &id)| (&**t, id)).collect();
         let mut merges = FxHashMap::default();
-        for (id, tok) in tokens.iter().enumerate() {
-            let Some(tok) = tok else { continue };
-            for split in 1..tok.len() {
-                if let (Some(&l), Some(&r)) = (
-                    token_to_id.get(&tok[..split]),
-                    token_to_id.get(&tok[split..]),
-                ) {
-                    merges.insert(pair_key(l, r), (id as u32, id as u32));
-                }
-            }
+        for (id, l, r) in super::splits::two_token_splits(&all, |b| token_to_id.get(b).copied()) {
+            merges.insert(pair_key(l, r), (id, id));
         }
         let atomic = vec![true; tokens.len()];
         Ok(BpeModel {
@@ -191,14 +184,14 @@ impl BpeModel {
         if vocab.is_empty() {
             return Err(Error::format(source, "the vocabulary is empty"));
         }
-        let max_id = vocab.iter().map(|(_, id)| *id).max().unwrap_or(0) as usize;
-        if max_id >= (1usize << 31) {
-            return Err(Error::format(
-                source,
-                format!("token id {max_id} is too large"),
-            ));
-        }
-        let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; max_id + 1];
+        let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
+        crate::models::check_id_bound(
+            &String::from_utf8_lossy(last),
+            *max_id,
+            vocab.len(),
+            source,
+        )?;
+        let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; *max_id as usize + 1];
         let mut token_to_id = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
         for (bytes, id) in vocab {
             let bytes: Box<[u8]> = bytes.into_boxed_slice();
@@ -206,8 +199,8 @@ impl BpeModel {
                 return Err(Error::format(
                     source,
                     format!(
-                        "token {:?} appears twice (ids {prev} and {id})",
-                        String::from_utf8_lossy(&bytes)
+                        "token {} appears twice (ids {prev} and {id})",
+                        shown(&String::from_utf8_lossy(&bytes))
                     ),
                 ));
             }
@@ -503,6 +496,40 @@ mod tests {
             model.merge_long(&mut syms, &mut b);
             assert_eq!(a, b, "length {len}");
         }
+    }
+
+    #[test]
+    fn an_id_far_past_the_vocabulary_is_refused_before_any_table_is_sized() {
+        // A rank of 990 million once sized a table of 990 million entries (15.8 GB).
+        let mut vocab = bytes_vocab();
+        vocab.push((b"xyz".to_vec(), 990_000_000));
+        let err = BpeModel::from_ranks(vocab.clone(), "x.tiktoken").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.tiktoken: token \"xyz\" has id 990000000, far past the vocabulary size 257 \
+             (ids must be below 1049090)"
+        );
+        vocab.last_mut().unwrap().1 = 1_049_089;
+        assert_eq!(
+            BpeModel::from_ranks(vocab, "x").unwrap().id_bound(),
+            1_049_090
+        );
+    }
+
+    #[test]
+    fn ranks_of_a_long_token_make_the_merges_of_its_cuts() {
+        // A token of 1 MB: its two cuts into tokens are the merges that make it.
+        let mut vocab = bytes_vocab();
+        let long = vec![b'a'; 1 << 20];
+        vocab.push((long[1..].to_vec(), 256));
+        vocab.push((long.clone(), 257));
+        let model = BpeModel::from_ranks(vocab, "x").unwrap();
+        assert_eq!(model.merge_of(b'a' as u32, 256), Some((257, 257)));
+        assert_eq!(model.merge_of(256, b'a' as u32), Some((257, 257)));
+        assert_eq!(model.merges.len(), 2);
+        let mut out = Vec::new();
+        model.encode_piece(&long, &mut out);
+        assert_eq!(out, vec![257]);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! them as `<0xNN>` byte pieces.
 
 use super::trie::{DoubleArray, NONE};
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::models::Model;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -76,8 +76,9 @@ pub(crate) fn index_spm_pieces(
         }
         if !p.score.is_finite() {
             return Err(bad(format!(
-                "piece {id} {:?} has score {}",
-                p.text, p.score
+                "piece {id} {} has score {}",
+                shown(&p.text),
+                p.score
             )));
         }
         if p.text == "\0" && p.kind == PieceKind::Unused {
@@ -85,8 +86,8 @@ pub(crate) fn index_spm_pieces(
         }
         if p.text.contains('\0') {
             return Err(bad(format!(
-                "piece {id} {:?} holds a NUL character",
-                p.text
+                "piece {id} {} holds a NUL character",
+                shown(&p.text)
             )));
         }
         let normal = matches!(
@@ -99,7 +100,7 @@ pub(crate) fn index_spm_pieces(
             reserved.insert(&p.text, id).is_some()
         };
         if clash {
-            return Err(bad(format!("piece {:?} is defined twice", p.text)));
+            return Err(bad(format!("piece {} is defined twice", shown(&p.text))));
         }
         match p.kind {
             PieceKind::Unknown if unk.is_some() => {
@@ -109,12 +110,16 @@ pub(crate) fn index_spm_pieces(
             PieceKind::Byte => {
                 if !byte_fallback {
                     return Err(bad(format!(
-                        "byte piece {:?} found although byte_fallback is false",
-                        p.text
+                        "byte piece {} found although byte_fallback is false",
+                        shown(&p.text)
                     )));
                 }
-                let b = piece_byte(&p.text)
-                    .ok_or_else(|| bad(format!("byte piece {:?} is not <0x00>..<0xFF>", p.text)))?;
+                let b = piece_byte(&p.text).ok_or_else(|| {
+                    bad(format!(
+                        "byte piece {} is not <0x00>..<0xFF>",
+                        shown(&p.text)
+                    ))
+                })?;
                 byte_ids[b as usize] = id;
             }
             _ => {}

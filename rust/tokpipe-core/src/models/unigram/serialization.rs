@@ -3,8 +3,10 @@
 //! "byte_fallback": false}`.
 
 use super::{piece_byte, Piece, PieceKind, Semantics, UnigramModel};
-use crate::error::{Error, Result};
+use crate::error::{shown_json, Error, Result};
+use crate::formats::hf_components::json_id;
 use crate::tokenizer::AddedToken;
+use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 
 /// The model HF builds from this object, with HF's encoding rules. The pieces' types, which
@@ -22,16 +24,16 @@ pub fn from_json(model: &Value, added: &[AddedToken], source: &str) -> Result<Un
     }
     let unk_id = match model.get("unk_id") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|&u| u < u32::MAX as u64)
-                .ok_or_else(|| bad(format!("unk_id {v} is not an id")))? as u32,
-        ),
+        Some(v) => {
+            Some(json_id(v).ok_or_else(|| bad(format!("unk_id {} is not an id", shown_json(v))))?)
+        }
     };
     let byte_fallback = model
         .get("byte_fallback")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // Added tokens by id, so each vocabulary entry finds its own in one look-up.
+    let added_by_id: FxHashMap<u32, &AddedToken> = added.iter().map(|t| (t.id, t)).collect();
     let mut pieces = Vec::with_capacity(vocab.len());
     for (i, entry) in vocab.iter().enumerate() {
         let (text, score) = match entry.as_array().map(Vec::as_slice) {
@@ -40,12 +42,13 @@ pub fn from_json(model: &Value, added: &[AddedToken], source: &str) -> Result<Un
         };
         let (Some(text), Some(score)) = (text, score) else {
             return Err(bad(format!(
-                "vocab[{i}] is not a [piece, score] pair: {entry}"
+                "vocab[{i}] is not a [piece, score] pair: {}",
+                shown_json(entry)
             )));
         };
         let kind = if Some(i as u32) == unk_id {
             PieceKind::Unknown
-        } else if let Some(t) = added.iter().find(|t| t.id == i as u32 && t.content == text) {
+        } else if let Some(t) = added_by_id.get(&(i as u32)).filter(|t| t.content == text) {
             if t.special {
                 PieceKind::Control
             } else {

@@ -14,8 +14,14 @@
 //! Encoding walks the trie; where no edge continues, it emits `pops(v)` and jumps to `fail(v)`,
 //! so each byte is read once and each token emitted once. Matching bytes rather than chars
 //! gives the same tokens: every token is whole UTF-8, so matches end on char boundaries.
+//!
+//! `pops(v)` grows with the depth of `v`, so keeping every one would take memory quadratic in
+//! a token's length (one 40,000-character line of `vocab.txt`: 3.2 GB). Real vocabularies need
+//! a handful at most; a node whose pops would pass [`MAX_POPS`] keeps none and is marked, and a
+//! word that reaches it is matched by the plain greedy walk over the same tries instead
+//! (quadratic in the word, as HF's loop is, and only for such crafted vocabularies).
 
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::models::Model;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -24,9 +30,24 @@ use std::collections::VecDeque;
 /// BERT's and HF's `max_input_chars_per_word`: a longer word is `[UNK]`.
 pub const DEFAULT_MAX_INPUT_CHARS_PER_WORD: usize = 100;
 
+/// The most failure pops a node keeps (see the module notes).
+const MAX_POPS: usize = 16;
+
 const NONE: u32 = u32::MAX;
+/// `fail` of a node whose pops were too many to keep: the word is matched by the greedy walk.
+const TOO_DEEP: u32 = u32::MAX - 1;
 const ROOT: u32 = 0;
 const SUFFIX_ROOT: u32 = 1;
+
+/// How the linear walk over a word ended.
+enum Walk {
+    /// The word's tokens are written.
+    Matched,
+    /// Greedy matching gets stuck: the word is `[UNK]`.
+    Stuck,
+    /// The walk reached a node that keeps no pops: match the word with the greedy walk.
+    TooDeep,
+}
 
 #[derive(Clone, Debug)]
 struct Node {
@@ -51,8 +72,13 @@ struct LinMaxMatch {
 }
 
 impl LinMaxMatch {
-    /// `tokens`: (text, id); `prefix`: the continuing-subword prefix.
-    fn build<'a>(tokens: impl Iterator<Item = (&'a str, u32)> + Clone, prefix: &str) -> Self {
+    /// `tokens`: (text, id); `prefix`: the continuing-subword prefix; `max_pops`: the most
+    /// failure pops a node keeps.
+    fn build<'a>(
+        tokens: impl Iterator<Item = (&'a str, u32)> + Clone,
+        prefix: &str,
+        max_pops: usize,
+    ) -> Self {
         // Build with per-node child lists, then flatten.
         let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new(), Vec::new()];
         let mut token_at: Vec<u32> = vec![NONE, NONE];
@@ -87,7 +113,9 @@ impl LinMaxMatch {
                 .map(|&(_, v)| v)
         };
         // Failure links and pops, breadth first over both tries so `fail` of every shallower
-        // node is known (a leftover is always shorter than the text it is left of).
+        // node is known (a leftover is always shorter than the text it is left of). A node
+        // without a failure link (the word fails there) needs no pops, nor do its children;
+        // a node past `max_pops` is `TOO_DEEP`, and so is each child that is no token.
         let n = children.len();
         let mut fail = vec![NONE; n];
         let mut pops: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -97,17 +125,29 @@ impl LinMaxMatch {
                 if token_at[v as usize] != NONE {
                     fail[v as usize] = SUFFIX_ROOT;
                     pops[v as usize] = vec![token_at[v as usize]];
+                } else if fail[u as usize] == TOO_DEEP {
+                    fail[v as usize] = TOO_DEEP;
                 } else {
                     let mut p = pops[u as usize].clone();
                     let mut z = fail[u as usize];
                     while z != NONE && child(&children, z, b).is_none() {
+                        if fail[z as usize] == TOO_DEEP
+                            || p.len() + pops[z as usize].len() > max_pops
+                        {
+                            z = TOO_DEEP;
+                            break;
+                        }
                         p.extend_from_slice(&pops[z as usize]);
                         z = fail[z as usize];
                     }
-                    if z != NONE {
-                        fail[v as usize] = child(&children, z, b).expect("checked above");
+                    match z {
+                        NONE => {}
+                        TOO_DEEP => fail[v as usize] = TOO_DEEP,
+                        z => {
+                            fail[v as usize] = child(&children, z, b).expect("checked above");
+                            pops[v as usize] = p;
+                        }
                     }
-                    pops[v as usize] = p;
                 }
                 queue.push_back(v);
             }
@@ -163,20 +203,28 @@ impl LinMaxMatch {
         }
     }
 
-    /// Emits the pops of `node` and returns its failure link (`NONE`: the word fails).
+    /// Emits the pops of `node` and returns its failure link (`NONE`: the word fails;
+    /// `TOO_DEEP`: the node keeps no pops).
     #[inline]
     fn fail(&self, node: u32, out: &mut Vec<u32>) -> u32 {
         let n = &self.nodes[node as usize];
-        if n.fail != NONE {
+        if n.fail < TOO_DEEP {
             out.extend_from_slice(&self.pops[n.pops as usize..(n.pops + n.n_pops) as usize]);
         }
         n.fail
     }
 
-    /// Greedy longest-match-first tokens of `word` appended to `out`; `false` (and `out`
-    /// partly written) when the word cannot be covered.
+    /// Greedy longest-match-first tokens of `word` appended to `out` (partly written unless
+    /// the walk ends [`Walk::Matched`]).
     #[inline]
-    fn match_word(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+    fn match_word(&self, word: &[u8], out: &mut Vec<u32>) -> Walk {
+        let stopped = |u: u32| {
+            if u == NONE {
+                Walk::Stuck
+            } else {
+                Walk::TooDeep
+            }
+        };
         let mut u = ROOT;
         for &b in word {
             loop {
@@ -186,16 +234,50 @@ impl LinMaxMatch {
                     break;
                 }
                 u = self.fail(u, out);
-                if u == NONE {
-                    return false;
+                if u >= TOO_DEEP {
+                    return stopped(u);
                 }
             }
         }
         while u != SUFFIX_ROOT {
             u = self.fail(u, out);
-            if u == NONE {
-                return false;
+            if u >= TOO_DEEP {
+                return stopped(u);
             }
+        }
+        Walk::Matched
+    }
+
+    /// The token that ends at `node`, if any: a token's node, and only such a node, fails to
+    /// the suffix root (any other failure link is a child, which the suffix root is not),
+    /// with that token as its one pop.
+    fn token_at(&self, node: u32) -> Option<u32> {
+        let n = &self.nodes[node as usize];
+        (n.fail == SUFFIX_ROOT).then(|| self.pops[n.pops as usize])
+    }
+
+    /// The same tokens as [`LinMaxMatch::match_word`], found the plain way: the longest token
+    /// at the start of what is left (from the root for the first, the suffix root after),
+    /// again and again. `false` (and `out` partly written) when the word cannot be covered.
+    fn greedy_word(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+        let (mut start, mut root) = (0, ROOT);
+        while start < word.len() {
+            let mut longest = None;
+            let mut node = root;
+            for (i, &b) in word[start..].iter().enumerate() {
+                node = self.child(node, b);
+                if node == NONE {
+                    break;
+                }
+                if let Some(token) = self.token_at(node) {
+                    longest = Some((token, start + i + 1));
+                }
+            }
+            let Some((token, end)) = longest else {
+                return false;
+            };
+            out.push(token);
+            (start, root) = (end, SUFFIX_ROOT);
         }
         true
     }
@@ -223,14 +305,31 @@ impl WordPieceModel {
         max_input_chars_per_word: usize,
         source: &str,
     ) -> Result<Self> {
+        Self::with_max_pops(
+            vocab,
+            unk_token,
+            continuing_subword_prefix,
+            max_input_chars_per_word,
+            source,
+            MAX_POPS,
+        )
+    }
+
+    fn with_max_pops(
+        vocab: Vec<(String, u32)>,
+        unk_token: &str,
+        continuing_subword_prefix: &str,
+        max_input_chars_per_word: usize,
+        source: &str,
+        max_pops: usize,
+    ) -> Result<Self> {
         if vocab.is_empty() {
             return Err(Error::format(source, "the vocabulary is empty"));
         }
+        let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
+        crate::models::check_id_bound(last, *max_id, vocab.len(), source)?;
         let mut map: FxHashMap<Box<str>, u32> = FxHashMap::default();
         for (token, id) in vocab {
-            if id >= (1 << 31) {
-                return Err(Error::format(source, format!("token id {id} is too large")));
-            }
             map.insert(token.into_boxed_str(), id);
         }
         let bound = map.values().map(|&id| id as usize + 1).max().unwrap_or(0);
@@ -239,7 +338,11 @@ impl WordPieceModel {
             if let Some(other) = &tokens[id as usize] {
                 return Err(Error::format(
                     source,
-                    format!("id {id} is given to two tokens, {other:?} and {token:?}"),
+                    format!(
+                        "id {id} is given to two tokens, {} and {}",
+                        shown(other),
+                        shown(token)
+                    ),
                 ));
             }
             tokens[id as usize] = Some(token.clone());
@@ -247,12 +350,16 @@ impl WordPieceModel {
         let unk_id = *map.get(unk_token).ok_or_else(|| {
             Error::format(
                 source,
-                format!("the unknown token {unk_token:?} is not in the vocabulary"),
+                format!(
+                    "the unknown token {} is not in the vocabulary",
+                    shown(unk_token)
+                ),
             )
         })?;
         let matcher = LinMaxMatch::build(
             map.iter().map(|(t, &id)| (&**t, id)),
             continuing_subword_prefix,
+            max_pops,
         );
         Ok(WordPieceModel {
             tokens,
@@ -306,7 +413,15 @@ impl WordPieceModel {
             return;
         }
         let mark = out.len();
-        if !self.matcher.match_word(word.as_bytes(), out) {
+        let matched = match self.matcher.match_word(word.as_bytes(), out) {
+            Walk::Matched => true,
+            Walk::Stuck => false,
+            Walk::TooDeep => {
+                out.truncate(mark);
+                self.matcher.greedy_word(word.as_bytes(), out)
+            }
+        };
+        if !matched {
             out.truncate(mark);
             out.push(self.unk_id);
         }
@@ -380,38 +495,81 @@ mod tests {
         out
     }
 
-    fn model(tokens: &[&str]) -> WordPieceModel {
+    fn model(tokens: &[&str], max_pops: usize) -> WordPieceModel {
         let vocab = tokens
             .iter()
             .enumerate()
             .map(|(i, t)| (t.to_string(), i as u32))
             .collect();
-        WordPieceModel::new(vocab, "[UNK]", "##", 8, "test").unwrap()
+        WordPieceModel::with_max_pops(vocab, "[UNK]", "##", 8, "test", max_pops).unwrap()
     }
+
+    const TOKENS: [&str; 24] = [
+        "[UNK]", "a", "b", "c", "ab", "abc", "abcd", "##a", "##b", "##c", "##d", "##bc", "##bcd",
+        "##cd", "d", "##", "#", "##x", "é", "##é", "aé", "aaaaaaa", "##aaaaa", "##aaa",
+    ];
 
     #[test]
     fn trie_equals_plain_greedy_matching() {
-        let m = model(&[
-            "[UNK]", "a", "b", "c", "ab", "abc", "abcd", "##a", "##b", "##c", "##d", "##bc",
-            "##bcd", "##cd", "d", "##", "#", "##x", "é", "##é", "aé",
-        ]);
-        let alphabet = ["a", "b", "c", "d", "x", "é", "#"];
-        // Every word of up to 5 letters over the alphabet (and past max_input_chars_per_word).
-        let mut words = vec![String::new()];
-        for _ in 0..5 {
-            words = words
-                .iter()
-                .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
-                .collect();
-            for w in &words {
+        // With every node's pops kept, and with almost none (the greedy walk then does the
+        // words that reach a node without them).
+        for max_pops in [MAX_POPS, 1, 0] {
+            let m = model(&TOKENS, max_pops);
+            let alphabet = ["a", "b", "c", "d", "x", "é", "#"];
+            // Every word of up to 5 letters over the alphabet (and past max_input_chars_per_word).
+            let mut words = vec![String::new()];
+            for _ in 0..5 {
+                words = words
+                    .iter()
+                    .flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}")))
+                    .collect();
+                for w in &words {
+                    let mut got = Vec::new();
+                    m.encode_word(w, &mut got);
+                    assert_eq!(got, greedy(&m, w), "{w:?}, max_pops {max_pops}");
+                }
+            }
+            for w in ["aaaaaaaa", "aaaaaab", "aaaaaaaab", "ab".repeat(5).as_str()] {
                 let mut got = Vec::new();
                 m.encode_word(w, &mut got);
-                assert_eq!(got, greedy(&m, w), "{w:?}");
+                assert_eq!(got, greedy(&m, w), "{w:?}, max_pops {max_pops}");
             }
         }
-        let long = "ab".repeat(5);
-        let mut got = Vec::new();
-        m.encode_word(&long, &mut got);
-        assert_eq!(got, vec![0]);
+    }
+
+    #[test]
+    fn pops_are_bounded_by_max_pops() {
+        // `a` and `##a` make the pops of the node of `a…a` (not a token) one `a` a byte: kept
+        // whole, a 40,000-byte line held 800 million of them (3.2 GB).
+        let line = "a".repeat(40_000);
+        let vocab = vec![
+            ("[UNK]".to_string(), 0),
+            ("a".to_string(), 1),
+            ("##a".to_string(), 2),
+            (format!("{line}b"), 3),
+        ];
+        let m = WordPieceModel::new(vocab, "[UNK]", "##", 100_000, "test").unwrap();
+        assert!(
+            m.matcher.pops.len() <= (m.matcher.nodes.len() + 1) * MAX_POPS,
+            "{} pops for {} nodes",
+            m.matcher.pops.len(),
+            m.matcher.nodes.len()
+        );
+        // Past 16 bytes the pops of `a…a` are not kept, and the greedy walk answers.
+        for word in [&line[..10], &line[..30], &line[..300], "aaab", "aaaac"] {
+            let mut got = Vec::new();
+            m.encode_word(word, &mut got);
+            assert_eq!(got, greedy(&m, word), "{word}");
+        }
+        let encode = |word: &str| {
+            let mut got = Vec::new();
+            m.encode_word(word, &mut got);
+            got
+        };
+        let mut all_a = vec![1];
+        all_a.resize(line.len(), 2);
+        assert_eq!(encode(&line), all_a);
+        assert_eq!(encode(&format!("{line}b")), vec![3]);
+        assert_eq!(encode(&format!("{line}c")), vec![0]);
     }
 }

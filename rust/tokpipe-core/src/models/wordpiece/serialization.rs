@@ -4,7 +4,8 @@
 //! decoder, added tokens) is read by [`crate::formats::hf_json`].
 
 use super::{WordPieceModel, DEFAULT_MAX_INPUT_CHARS_PER_WORD};
-use crate::error::{Error, Result};
+use crate::error::{shown, shown_json, Error, Result};
+use crate::formats::hf_components::json_id;
 use serde_json::{json, Map, Value};
 
 pub fn from_json(model: &Value, source: &str) -> Result<WordPieceModel> {
@@ -13,7 +14,10 @@ pub fn from_json(model: &Value, source: &str) -> Result<WordPieceModel> {
         match model.get(field) {
             None | Some(Value::Null) => Ok(default.to_string()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(bad(format!("model.{field} is not a string: {other}"))),
+            Some(other) => Err(bad(format!(
+                "model.{field} is not a string: {}",
+                shown_json(other)
+            ))),
         }
     };
     let unk = string("unk_token", "[UNK]")?;
@@ -22,7 +26,8 @@ pub fn from_json(model: &Value, source: &str) -> Result<WordPieceModel> {
         None | Some(Value::Null) => DEFAULT_MAX_INPUT_CHARS_PER_WORD,
         Some(v) => v.as_u64().ok_or_else(|| {
             bad(format!(
-                "model.max_input_chars_per_word is not a count: {v}"
+                "model.max_input_chars_per_word is not a count: {}",
+                shown_json(v)
             ))
         })? as usize,
     };
@@ -32,11 +37,14 @@ pub fn from_json(model: &Value, source: &str) -> Result<WordPieceModel> {
         .ok_or_else(|| bad("model.vocab is not an object".into()))?;
     let mut vocab = Vec::with_capacity(vocab_obj.len());
     for (token, id) in vocab_obj {
-        let id = id
-            .as_u64()
-            .filter(|&id| id < u32::MAX as u64)
-            .ok_or_else(|| bad(format!("vocab entry {token:?} has no valid id")))?;
-        vocab.push((token.clone(), id as u32));
+        let id = json_id(id).ok_or_else(|| {
+            bad(format!(
+                "vocab entry {} has the id {}, not an integer from 0 to 2^32 - 2",
+                shown(token),
+                shown_json(id)
+            ))
+        })?;
+        vocab.push((token.clone(), id));
     }
     WordPieceModel::new(vocab, &unk, &prefix, max_chars, source)
 }
