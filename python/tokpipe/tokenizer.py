@@ -233,7 +233,7 @@ class Tokenizer:
     def _unknown_id(self, ids: list[int]) -> InvalidArgumentError:
         """The error for ids the binding cannot even read as token ids (negative, or 2**32 and
         more), which reach it as ``OverflowError``: the same error as for any unknown id."""
-        bad = next((i for i in ids if not 0 <= i < 1 << 32), "out of range")
+        bad = next((i for i in ids if not _is_token_id(i)), "out of range")
         return InvalidArgumentError(f"token id {bad} is not in the vocabulary (size {self.vocab_size})")
 
     # -- vocabulary ----------------------------------------------------------------------
@@ -265,7 +265,7 @@ class Tokenizer:
     def id_to_token(self, id: int) -> str | None:
         """The token as HF writes it (byte-level text such as ``"Ġthe"``, a WordPiece token such
         as ``"##ing"``, or a special token); ``None`` for an id that is no token."""
-        return self._core.id_to_token(id) if 0 <= id < 1 << 32 else None
+        return self._core.id_to_token(id) if _is_token_id(id) else None
 
     def token_to_id(self, token: str) -> int | None:
         """Inverse of :meth:`id_to_token`."""
@@ -273,7 +273,7 @@ class Tokenizer:
 
     def token_bytes(self, id: int) -> bytes | None:
         """The raw bytes of one token; ``None`` for an id that is no token."""
-        return self._core.token_bytes(id) if 0 <= id < 1 << 32 else None
+        return self._core.token_bytes(id) if _is_token_id(id) else None
 
     def bytes_to_id(self, token: bytes) -> int | None:
         """The id of the token with exactly these bytes."""
@@ -316,3 +316,9 @@ class Tokenizer:
 def _seed(seed: int | None) -> int:
     """A 64-bit seed: the one given (taken modulo 2**64), or a fresh random one."""
     return secrets.randbits(64) if seed is None else seed % (1 << 64)
+
+
+def _is_token_id(value: int) -> bool:
+    """Whether ``value`` can be a token id at all: ids are u32 in the core, and a value outside
+    that range would raise OverflowError in the binding instead of a TokpipeError."""
+    return 0 <= value < 1 << 32

@@ -127,11 +127,13 @@ def test_run_rule(kinds: list[pa.DataType], want: pa.DataType) -> None:
 
 
 RECORDS: list[dict[str, Any]] = [
-    {"year": 2020, "score": 1, "meta": {"a": 1, "b": "x"}, "tags": ["a"], "deep": [1]},
-    {"year": "2021", "score": 2.5, "meta": "unknown", "tags": [], "flag": True},
-    {"score": None, "meta": {"a": 2, "b": "y"}, "flag": 3, "deep": nested(MAX_NESTING + 3)},
-    {"year": 1999, "score": 7, "tags": ["b", "c"], "flag": "yes", "deep": [2]},
-    {"year": 2000.5, "meta": {"a": 3, "b": None}},
+    {"year": 2020, "score": 1, "meta": {"a": 1, "b": "x"}, "tags": ["a"], "deep": [1], "big": 2**60, "huge": 1,
+     "empty": {}},
+    {"year": "2021", "score": 2.5, "meta": "unknown", "tags": [], "flag": True, "big": 0.5, "huge": 0.5},
+    {"score": None, "meta": {"a": 2, "b": "y"}, "flag": 3, "deep": nested(MAX_NESTING + 3), "huge": 2**70,
+     "empty": {}},
+    {"year": 1999, "score": 7, "tags": ["b", "c"], "flag": "yes", "deep": [2], "big": 7},
+    {"year": 2000.5, "meta": {"a": 3, "b": None}, "empty": {}},
 ]
 
 
@@ -160,6 +162,31 @@ def test_the_run_schema_does_not_depend_on_the_batch_cut() -> None:
         [{"a": 1, "b": "x"}, "unknown", {"a": 2, "b": "y"}, None, {"a": 3, "b": None}]
     assert json.loads(whole.column("deep").to_pylist()[2]) == nested(MAX_NESTING + 3)
     assert whole.column("flag").to_pylist() == [None, "true", "3", "yes", None]
+    # Integers beyond 2**53 beside floats round to floats; beyond 64 bits, the field is text.
+    assert whole.schema.field("big").type == pa.float64()
+    assert whole.column("big").to_pylist() == [float(2**60), 0.5, None, 7.0, None]
+    assert whole.column("huge").to_pylist() == ["1", "0.5", str(2**70), None, None]
+    # An empty object is JSON text: Parquet cannot store a struct without fields.
+    assert whole.schema.field("empty").type == JSON
+    assert [None if v is None else json.loads(v) for v in whole.column("empty").to_pylist()] == \
+        [{}, None, {}, None, {}]
+
+
+def test_odd_values_never_fail_the_run(tmp_path: Path) -> None:
+    # Each of these ended the run at the pack step, after all the work, and every rerun
+    # (issue 19 and its second read): a field that is {} in every record of a batch, and an
+    # integer beyond 2**53 in one file beside a float in another (top level and nested).
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_lines(inputs / "a.jsonl", [json.dumps({"id": f"a{n}", "text": f"{TEXT} a{n}", "meta": {}, "n": 2**60,
+                                                 "s": {"x": 2**60}}) for n in range(3)])
+    write_lines(inputs / "b.jsonl", [json.dumps({"id": "b", "text": TEXT + " b", "n": 0.5, "s": {"x": 0.5}})])
+    result = pipeline.run([inputs], tmp_path / "out", workers=1)
+    assert result.kept == 4
+    table = kept(tmp_path / "out")
+    rows = {r["id"]: r for r in table.to_pylist()}
+    assert rows["a0"]["n"] == float(2**60) and rows["b"]["n"] == 0.5
+    assert json.loads(rows["a0"]["meta"]) == {} and rows["b"]["meta"] is None
 
 
 # ---------------------------------------------------------------------------------------------

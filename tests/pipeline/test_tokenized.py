@@ -1,5 +1,7 @@
 """``tokenize_corpus`` (``tokpipe tokenize``): exact token accounting, shuffle and split by
 their published rule, packing, Megatron output, determinism across workers and reruns, resume.
+(Over 500 lines: it tests one 1,200-line module, which the architecture issue splits; its
+tests split with it.)
 
 Expected ids come from tiktoken (the peer), expected orders from the rule the module
 documents (splitmix64 of position plus splitmix64 of the seed), computed here in plain Python

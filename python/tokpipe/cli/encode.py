@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import sys
@@ -25,13 +24,9 @@ def _open_text(name: str) -> IO[str]:
     path = Path(name)
     if not path.exists():
         raise UsageError(f"{name}: no such file")
-    if name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    if name.endswith(".zst"):
-        import zstandard
+    from tokpipe.pipeline.readers.lines import open_decompressed
 
-        return io.TextIOWrapper(zstandard.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+    return io.TextIOWrapper(open_decompressed(path), encoding="utf-8", errors="replace")
 
 
 def _documents(names: tuple[str, ...], text_field: str) -> Iterator[str]:

@@ -9,7 +9,8 @@ output must read as one table. The rule:
 
 1. **Nesting.** A value nested more than :data:`MAX_NESTING` levels deep (lists and objects)
    is kept as its JSON text: Parquet readers refuse deep schemas (pyarrow at about 50 list
-   levels), and parsing it would recurse without bound. The record is kept.
+   levels), and parsing it would recurse without bound. So is an empty object, which Parquet
+   cannot store as a struct. The record is kept.
 2. **One batch.** A field's values in one batch become one column of the type pyarrow infers.
    When they have no common type, scalars of different kinds (numbers, booleans, strings)
    become strings (numbers and booleans printed as JSON prints them: ``1``, ``2.5``,
@@ -18,7 +19,8 @@ output must read as one table. The rule:
    text.
 3. **The run.** When the output is written, each field gets one type for the whole folder
    (:func:`union_schema`), widened along the same lattice: integers and floats give
-   ``float64`` (an integer beyond 2**53 loses precision), mixed scalars give ``string``,
+   ``float64`` (an integer beyond 2**53 is rounded to the nearest float), an integer beyond
+   the 64-bit range makes its field ``string``, mixed scalars give ``string``,
    and a clash that involves a list or an object gives JSON text. A field absent from a
    batch is null there. The kept and the rejected documents each get their own schema.
 
@@ -30,7 +32,9 @@ every key of that column (absent ones ``null``).
 
 The schema therefore never fails to exist, whatever the input holds, and never depends on the
 number of workers: it is decided from the staged columns, whose batches are cut the same way
-for any number of workers.
+for any number of workers. A scalar field's values read the same whichever batches held them.
+A nested field whose shape differs between batches is the exception: pyarrow may give one
+batch one struct or list type for shapes that, in two batches, widen to JSON text.
 """
 
 from __future__ import annotations
@@ -196,7 +200,10 @@ def loads_record(text: str) -> Any:
 
 
 def _nesting(kind: pa.DataType) -> int:
-    """How many levels of lists, structs and maps ``kind`` nests."""
+    """How many levels of lists, structs and maps ``kind`` nests; more than any limit when it
+    holds a struct without fields (an empty object), which Parquet cannot store."""
+    if pa.types.is_struct(kind) and kind.num_fields == 0:
+        return MAX_NESTING + 1
     if kind.num_fields == 0:
         return 0
     return 1 + max(_nesting(kind.field(i).type) for i in range(kind.num_fields))
@@ -243,6 +250,12 @@ def field_column(values: Sequence[Any]) -> pa.Array:
             if _nesting(column.type) <= MAX_NESTING:
                 return column
         if all(value is None or _is_scalar(value) for value in values):
+            numbers = [value for value in values if value is not None]
+            if all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in numbers) and \
+                    all(isinstance(value, float) or -(1 << 63) <= value < 1 << 63 for value in numbers):
+                # Integers and floats, some integer beyond 2**53 (which pyarrow will not
+                # round): floats, as the run rule makes of int64 and float64 batches.
+                return pa.array([None if value is None else float(value) for value in values], type=pa.float64())
             try:
                 return pa.array([None if value is None else _scalar_text(value) for value in values], type=pa.string())
             except UnicodeEncodeError:
@@ -339,7 +352,7 @@ def _rendered(column: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_boolean(column.type) or _number(column.type):
         return pa.array([None if v is None else _scalar_text(v) for v in values], type=target)
     try:
-        return column.cast(target)
+        return column.cast(target, safe=False)
     except _ARROW_ERRORS:  # binary that is not UTF-8, say: printed as Python prints it
         return pa.array([None if v is None else str(v) for v in values], type=target)
 
@@ -361,5 +374,7 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         elif f.type == JSON or (_string(f.type) and not _string(column.type)):
             columns.append(_rendered(column, f.type))
         else:
-            columns.append(column.cast(f.type))
+            # Unchecked: an int64 beyond 2**53 rounds to the nearest float64, as widening
+            # means, where a checked cast would fail the run.
+            columns.append(column.cast(f.type, safe=False))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

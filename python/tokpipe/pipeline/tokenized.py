@@ -1,5 +1,8 @@
 """Tokenize and pack: text in, pretraining shards out (``tokpipe tokenize``).
 
+(Over 500 lines: options, shuffle, sinks and the run share this file until the architecture
+issue makes it a ``pipeline/tokenize/`` package.)
+
 Two phases.
 
 1. **Tokenize** (parallel, resumable): the local executor runs the ``tokenize`` stage over
@@ -94,12 +97,13 @@ from tokpipe.errors import ConfigError, PipelineError
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.engines.workers import disk_full, disk_full_message
 from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
                                             _pending_tasks, _run_segment_task, _summary, _task_bytes, _write_json)
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
-from tokpipe.pipeline.writers._files import hash_path
+from tokpipe.pipeline.writers import hash_path
 from tokpipe.pipeline.writers.manifest import is_plain_relative
 from tokpipe.pipeline.writers.megatron import MAGIC, MegatronWriter, megatron_dtype
 from tokpipe.pipeline.writers.ids_staging import close_ids_files
@@ -594,6 +598,10 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     executors: list[_TokenizeExecutor] = []
     try:
         return _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
+    except (OSError, pa.ArrowException) as error:
+        if disk_full(error):  # in the write phase, outside any work unit
+            raise PipelineError(disk_full_message(os.fspath(out_dir), "the writing of the shards")) from None
+        raise
     finally:
         for executor in executors:
             executor.release()

@@ -3,6 +3,9 @@
 //! pre-tokenized and encoded by the model; the post-processor adds `[CLS]`/`[SEP]` when asked,
 //! and the decoder turns ids back into text.
 //!
+//! (Over 500 lines: the encode and decode paths of every model kind meet here, with the added
+//! tokens' matcher; the architecture issue moves tokenizer assembly out of it.)
+//!
 //! A Unigram tokenizer can also give its n best segmentations and draw one at random
 //! (subword regularization): [`Tokenizer::encode_nbest`], [`Tokenizer::encode_sample`].
 

@@ -74,22 +74,61 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_killed_holder_does_not_
 
 
 def test_two_runs_at_once_one_refused_and_the_output_whole(tmp_path: Path) -> None:
-    inputs, out = write_inputs(tmp_path / "in", files=6, documents=20000), tmp_path / "out"
+    inputs, out = write_inputs(tmp_path / "in", files=6, documents=2000), tmp_path / "out"
     first = subprocess.Popen([*CLI, "clean", str(inputs), "-o", str(out), "-w", "2", "-q"], stderr=subprocess.PIPE,
                              text=True)
     lock = out / ".tokpipe" / "lock.json"
     while not lock.exists() and first.poll() is None:
         time.sleep(0.01)
-    second = subprocess.run([*CLI, "clean", str(inputs), "-o", str(out), "-w", "2", "-q"], capture_output=True,
-                            text=True)
+    # Paused while the second starts, so the two surely overlap however fast the first is.
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run([*CLI, "clean", str(inputs), "-o", str(out), "-w", "2", "-q"], capture_output=True,
+                                text=True)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     _, first_err = first.communicate()
     assert first.returncode == 0, first_err
-    assert second.returncode == 1 and "is in use by another tokpipe run" in second.stderr
+    assert second.returncode == 1 and "is in use by another tokpipe run" in second.stderr, second.stderr
     alone = tmp_path / "alone"
     pipeline.run([inputs], alone, workers=2)
     verify = subprocess.run([*CLI, "stats", str(out), "--verify"], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert _rows(out) == _rows(alone)
+
+
+def test_a_run_whose_lock_was_taken_over_stops(tmp_path: Path) -> None:
+    held = lock_module.RunLock(tmp_path / "lock.json", "out")
+    held.acquire()
+    try:
+        # Another run judged this one stale and took the lock (this run was silent too long).
+        (tmp_path / "lock.json").write_text(json.dumps({"token": "theirs", "heartbeat": time.time()}),
+                                            encoding="utf-8")
+        held._stop.set()
+        held._beating.join()  # type: ignore[union-attr]
+        held._stop.clear()
+        held._beat_once()
+        with pytest.raises(LockHeld, match="another tokpipe run took over this run's lock"):
+            held.check()
+    finally:
+        held.release()
+    # It gave back nothing that was not its own.
+    assert json.loads((tmp_path / "lock.json").read_text(encoding="utf-8"))["token"] == "theirs"
+
+
+def test_a_lock_moved_aside_by_mistake_goes_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two runs found the same stale lock; the first took it over. The second moves the first's
+    # fresh lock aside, sees it is not the one it judged stale, and puts it back.
+    path = tmp_path / "lock.json"
+    stale = {"pid": 4242, "place": "elsewhere", "token": "stale", "heartbeat": 0}
+    fresh = {"pid": 1, "host": "h", "place": "elsewhere", "token": "fresh", "heartbeat": time.time(), "started": 0}
+    path.write_text(json.dumps(fresh), encoding="utf-8")
+    late = lock_module.RunLock(path, "out")
+    seen = iter([stale, fresh])  # what it read: the stale lock, then (next pass) the fresh one
+    monkeypatch.setattr(late, "_holder", lambda: next(seen))
+    with pytest.raises(LockHeld, match="pid 1 on host h"):
+        late.acquire()
+    assert json.loads(path.read_text(encoding="utf-8"))["token"] == "fresh"
 
 
 def _rows(out: Path) -> list[tuple[str, str]]:

@@ -154,7 +154,9 @@ def _tree(root: Path) -> None:
 
 
 @pytest.mark.parametrize("pattern", ["**/*.jsonl", "**", "sub/**/*.jsonl", "**/deeper/*", "*/*.jsonl", "**/[a-d].jsonl",
-                                     "**/[!a]*.jsonl", "**/?.jsonl", "**/.g.jsonl", "sub/**", "**/*.json*"])
+                                     "**/[!a]*.jsonl", "**/?.jsonl", "**/.g.jsonl", "sub/**", "**/*.json*",
+                                     "**/sub[!x]c.jsonl", "**/[^s]ub/*.jsonl", "[!o]*/*.jsonl", "*/*/*", "x[[]1]/*",
+                                     "sub/*", "**/", "*/", "*.jsonl", "**/d*/*.parquet"])
 def test_glob_matches_what_glob_matches(tmp_path: Path, pattern: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import glob as stdlib_glob
 
@@ -179,8 +181,9 @@ def test_a_glob_over_looping_links_visits_each_folder_once(tmp_path: Path) -> No
                             timeout=120)
     assert result.returncode == 0, result.stderr
     paths = result.stdout.split()
-    assert sorted(os.path.realpath(p) for p in paths) == sorted(
-        str(tmp_path / rel) for rel in ("a.jsonl", "sub/c.jsonl", "sub/deeper/d.jsonl", "x[1]/h.jsonl"))
+    # Each file once, by the first way in, in sorted order ("linked" before "sub"), whatever
+    # order the filesystem lists them in.
+    assert paths == [str(tmp_path / rel) for rel in ("a.jsonl", "linked/d.jsonl", "sub/c.jsonl", "x[1]/h.jsonl")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,6 +199,26 @@ def _without_root_privileges() -> list[str]:
     if setpriv is None:
         raise FileNotFoundError("running as root, the unreadable-folder tests need util-linux's setpriv")
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_a_glob_records_the_unreadable_folders_it_could_match_in(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    for rel in ("a/good.jsonl", "locked/x.jsonl", "other/x.txt"):
+        (inputs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (inputs / rel).write_text('{"text": "t"}\n', encoding="utf-8")
+    (inputs / "locked").chmod(0)
+    (inputs / "other").chmod(0)
+    code = ("import sys; from tokpipe.pipeline.readers import plan_tasks, ReaderOptions; "
+            "print('\\n'.join(t.path for t in plan_tasks(sys.argv[1:], ReaderOptions())))")
+    try:
+        result = subprocess.run([*_without_root_privileges(), sys.executable, "-c", code, f"{inputs}/[!o]*/*.jsonl"],
+                                capture_output=True, text=True)
+    finally:
+        (inputs / "locked").chmod(0o755)
+        (inputs / "other").chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    # "other" cannot hold a match of "[!o]*": it is not entered, and not reported.
+    assert result.stdout.split() == [str(inputs / "a" / "good.jsonl"), str(inputs / "locked")]
 
 
 def test_an_unreadable_folder_is_recorded_with_its_error(tmp_path: Path) -> None:

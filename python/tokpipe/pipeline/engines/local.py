@@ -1,5 +1,9 @@
 """The local executor: a pipeline over input tasks on N worker processes, resumable.
 
+(Over 500 lines: the run state, the work units and the executor still share this file; the
+architecture issue splits them into ``state.py``, ``base.py`` and an executor of a few
+hundred lines.)
+
 Shape of a run. The stage list is cut at each global stage (``exact_dedup``...) into
 segments. Each segment runs per task, in parallel; between segments a global stage decides
 once, over the keys of every task. A last pack step writes the final shards.
@@ -49,7 +53,7 @@ from tokpipe.pipeline.base import DUPLICATE_OF, DecideContext, Decision, GlobalS
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.engines.lock import RunLock
-from tokpipe.pipeline.engines.workers import WorkerPool, run_unit
+from tokpipe.pipeline.engines.workers import WorkerPool, disk_full, disk_full_message, run_unit
 from tokpipe.pipeline.fields import conform, union_schema
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
@@ -525,12 +529,15 @@ class LocalExecutor:
         """Takes the folder's lock (``engines.lock``), then starts the run's state or checks
         the one there (same config, inputs and reader options; inputs unchanged since). The
         lock is held until :meth:`release`."""
-        self._lock = RunLock(self.state / _LOCK, str(self.out))
+        fresh = not self.state.exists()
+        self._lock: RunLock | None = RunLock(self.state / _LOCK, str(self.out))
         self._lock.acquire()
         try:
             return self._start_or_resume()
         except BaseException:
             self.release()
+            if fresh and self.state.is_dir() and not any(self.state.iterdir()):
+                self.state.rmdir()  # refused before it began: leave the folder as it was
             raise
 
     def release(self) -> None:
@@ -538,6 +545,12 @@ class LocalExecutor:
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
             lock.release()
+
+    def check_lock(self) -> None:
+        """Stops the run (``LockHeld``) if another run took over its lock."""
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.check()
 
     def _start_or_resume(self) -> list[Task]:
         identity = self._identity()
@@ -573,6 +586,7 @@ class LocalExecutor:
         place = str(self.out)
 
         def advance(weight: int, result: Any) -> None:
+            self.check_lock()
             update.done += weight
             if sizes and isinstance(result, dict):  # a segment task's summary
                 update.documents += int(result.get("kept", 0)) + int(result.get("rejected", 0)) + int(result.get("errors", 0))
@@ -585,11 +599,13 @@ class LocalExecutor:
                 results.append(run_unit(fn, args, unit_label(fn, args), place))
                 advance(weight, results[-1])
             return results
-        futures = {pool.submit(fn, args, unit_label(fn, args), place): weight for (fn, args), weight in zip(jobs, weights)}
+        futures: dict[cf.Future[Any], int] = {}
         try:
+            for (fn, args), weight in zip(jobs, weights):
+                futures[pool.submit(fn, args, unit_label(fn, args), place)] = weight
             for future in cf.as_completed(futures):
                 advance(futures[future], future.result())
-        except BrokenProcessPool as error:
+        except BrokenProcessPool as error:  # a worker died, while units were submitted or ran
             raise pool.failure(error) from None
         except BaseException:
             for f in futures:
@@ -601,6 +617,11 @@ class LocalExecutor:
         tasks = self._prepare()
         try:
             return self._run(tasks)
+        except (OSError, pa.ArrowException) as error:
+            # A full disk outside a work unit (a global decision, the manifest): one line too.
+            if disk_full(error):
+                raise PipelineError(disk_full_message(str(self.out), "the run's own steps")) from None
+            raise
         finally:
             self.release()
 
@@ -608,9 +629,9 @@ class LocalExecutor:
         reader = asdict(self.options.reader)
         reader["strict"] = self.options.strict
         workers = max(1, self.options.workers)
+        rewriters = _rewriters(self.config)
         pool = self._pool(workers)
         tasks_run = 0
-        rewriters = _rewriters(self.config)
         try:
             previous_global: dict[str, Any] | None = None
             first = 0  # the place of segment k's first stage in the config
@@ -631,6 +652,7 @@ class LocalExecutor:
         finally:
             if pool is not None:
                 pool.shutdown()
+        self.check_lock()
         return self._finish(tasks, packs, tasks_run)
 
     def _pool(self, workers: int) -> WorkerPool | None:

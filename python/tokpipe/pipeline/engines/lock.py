@@ -10,15 +10,18 @@ which must not block the resume. A lock is **stale**, and taken over, when
 
 * its holder ran where this process can see it (the same host, boot and pid namespace) and
   that process is gone (no process with its pid and start time), or
-* its heartbeat is older than :data:`STALE_AFTER`: the holder rewrites it every
-  :data:`HEARTBEAT` seconds while it runs, so a holder on another machine (a shared
-  filesystem, a Ray driver) that died is recognised too.
+* its holder ran elsewhere (a shared filesystem, a Ray driver) and its heartbeat is older
+  than :data:`STALE_AFTER`: the holder rewrites it every :data:`HEARTBEAT` seconds while it
+  runs. (Clocks of the machines that share a folder must agree to within that.) A run that
+  finds its lock taken over stops (:meth:`RunLock.check`) rather than write beside the
+  new holder.
 
 The protocol needs only two atomic operations, which object stores also offer: *create if
 absent* (``O_EXCL`` here; a conditional put, ``If-None-Match: *``, on S3 and GCS) to take a
 free lock, and *rename* of the stale lock to a name of the taker's own (a delete conditional
 on the object's version, on object stores) to take over a stale one: of two runs that find
-the same stale lock, one renames it and the other finds it gone and starts over.
+the same stale lock, one renames it and the other finds it gone and starts over (or, if it
+moved a lock that was no longer the stale one, puts it back).
 """
 
 from __future__ import annotations
@@ -71,6 +74,14 @@ def _start_time(pid: int) -> str:
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _alive(pid: int, start: str) -> bool:
     try:
         os.kill(pid, 0)
@@ -92,6 +103,7 @@ class RunLock:
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self.lost = False
 
     def _record(self) -> dict[str, Any]:
         now = time.time()
@@ -111,12 +123,20 @@ class RunLock:
                     continue  # released or taken over meanwhile: try again
                 if not self._stale(holder):
                     raise LockHeld(self._held_message(holder)) from None
-                # Stale: move it aside under a name of our own; only one taker succeeds.
+                # Stale: move it aside under a name of our own; only one taker succeeds. What
+                # was moved must be the lock judged stale: another taker may have replaced it
+                # in between with a live one of its own, which goes back.
                 aside = self.path.with_name(f".{self.path.name}.stale-{self.token}")
                 try:
                     os.rename(self.path, aside)
                 except FileNotFoundError:
                     continue
+                moved = _read_json(aside)
+                if moved.get("token") != holder.get("token") or moved.get("heartbeat") != holder.get("heartbeat"):
+                    try:
+                        os.link(aside, self.path)  # back, unless a third run took the name
+                    except FileExistsError:
+                        pass
                 aside.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -142,13 +162,13 @@ class RunLock:
 
     @staticmethod
     def _stale(holder: dict[str, Any]) -> bool:
-        heartbeat = holder.get("heartbeat")
-        if not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_AFTER:
-            return True
         pid = holder.get("pid")
         if holder.get("place") == _place() and isinstance(pid, int):
+            # Here the process itself answers, however long it was silent (a run stopped
+            # with Ctrl-Z, a suspended machine).
             return pid != os.getpid() and not _alive(pid, str(holder.get("process_start", "")))
-        return False
+        heartbeat = holder.get("heartbeat")
+        return not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_AFTER
 
     def _held_message(self, holder: dict[str, Any]) -> str:
         started = holder.get("started")
@@ -158,17 +178,32 @@ class RunLock:
                 f"{holder.get('host', '?')}, since {since}); wait for it to end or stop it (a killed run's lock "
                 f"is taken over once its process is gone, or after {STALE_AFTER / 60:.0f} minutes without a heartbeat)")
 
+    def check(self) -> None:
+        """Raises :class:`LockHeld` if another run took this run's lock (it judged this run
+        stale: silent for ``STALE_AFTER`` on another machine). The run must stop: two runs
+        would write one folder."""
+        if self.lost:
+            raise LockHeld(f"{self.what}: another tokpipe run took over this run's lock (this run was silent for "
+                           f"over {STALE_AFTER / 60:.0f} minutes); stopping, so that one run writes the folder")
+
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT):
-            holder = self._holder()
-            if holder is not None and holder.get("token") != self.token:
-                return  # taken over (this run was silent for STALE_AFTER): never clobber it
-            try:
-                tmp = self.path.with_name(f".{self.path.name}.{self.token}.tmp")
-                tmp.write_text(json.dumps(self._record()), encoding="utf-8")
-                os.replace(tmp, self.path)
-            except OSError:
-                pass  # a missed beat costs nothing until STALE_AFTER; the run goes on
+            if not self._beat_once():
+                return
+
+    def _beat_once(self) -> bool:
+        """Refreshes the heartbeat; False (and :attr:`lost`) when the lock is no longer ours."""
+        holder = _read_json(self.path)
+        if holder.get("token") != self.token:
+            self.lost = True  # never clobber the new holder's lock
+            return False
+        try:
+            tmp = self.path.with_name(f".{self.path.name}.{self.token}.tmp")
+            tmp.write_text(json.dumps(self._record()), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a missed beat costs nothing until STALE_AFTER; the run goes on
+        return True
 
     def release(self) -> None:
         """Gives the lock back (only if this run still holds it)."""

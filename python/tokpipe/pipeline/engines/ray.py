@@ -113,10 +113,11 @@ class RayExecutor(LocalExecutor):
             while next_job < len(jobs) or in_flight:
                 while next_job < len(jobs) and len(in_flight) < limit:
                     fn, args = jobs[next_job]
-                    in_flight[run.remote(fn, args)] = next_job
+                    in_flight[run.remote(fn, args, str(self.out))] = next_job
                     next_job += 1
                 done, _ = ray.wait(list(in_flight), num_returns=1)
                 for ref in done:
+                    self.check_lock()
                     i = in_flight.pop(ref)
                     results[i] = _get(ray, ref)
                     update.done += weights[i]
@@ -149,12 +150,12 @@ class RayExecutor(LocalExecutor):
         return stage.decide(keys, context)
 
 
-def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...], place: str = "") -> Any:
     """A work unit in a Ray worker: Ray gave the task one CPU, so tokpipe's Rust pool and
     Arrow's get one thread (set before the worker's first kernel builds them; later tasks in
     the same worker find them built)."""
     share_cores(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    return run_unit(fn, args, unit_label(fn, args))
+    return run_unit(fn, args, unit_label(fn, args), place)
 
 
 def _get(ray: Any, ref: Any) -> Any:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from tokpipe.errors import CorpusError, PipelineError
 
-__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full"]
+__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full", "disk_full_message"]
 
 # Set in a worker by `_start_worker`: where it says which unit it starts (see WorkerPool).
 _journal: Any = None
@@ -78,21 +78,32 @@ def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", pla
     """Runs one work unit (``label`` names it in the pool's journal and in messages; ``place``
     is the output folder). A strict-mode input error and a full disk become the run's
     failure, in one line: pyarrow's "No space left on device" names no file."""
-    if _journal is not None:
-        _journal.put((os.getpid(), label))
+    _note(label)
     try:
         result = fn(*args)
-        if _journal is not None:
-            _journal.put((os.getpid(), ""))  # idle again: a death now is no unit's
+        _note("")  # idle again: a death now is no unit's
         return result
     except CorpusError as e:
         raise PipelineError(str(e)) from None
     except (OSError, pa.ArrowException) as e:
         if disk_full(e):
-            raise PipelineError(f"no space left on the device of {place or 'the output folder'} while running "
-                                f"{label or 'a work unit'}; free some space and rerun the same command: the run "
-                                "resumes where it stopped") from None
+            raise PipelineError(disk_full_message(place, label or "a work unit")) from None
         raise
+
+
+def disk_full_message(place: str, what: str) -> str:
+    """The one line for a full disk: where, and what was writing."""
+    return (f"no space left on the device of {place or 'the output folder'} while running {what}; free some space "
+            "and rerun the same command: the run resumes where it stopped")
+
+
+def _note(label: str) -> None:
+    """Tells the pool which unit this worker starts ("" when it is done). One small message
+    is one write to the pipe, which the system makes atomic (up to PIPE_BUF, 4 KiB), so
+    workers share the pipe without a lock, and a worker killed while writing leaves none
+    held (a lock held by a dead worker would hang the others, and the pool)."""
+    if _journal is not None:
+        _journal.send((os.getpid(), label[:1000]))
 
 
 def _start_worker(workers: int, parent: int, journal: Any) -> None:
@@ -129,28 +140,37 @@ class WorkerPool:
 
     def __init__(self, workers: int) -> None:
         context = multiprocessing.get_context("spawn")
-        self._journal = context.SimpleQueue()
+        # The writing end stays open here too: the executor starts workers as units are
+        # submitted, each given it anew. This process only reads.
+        self._notes, self._journal = context.Pipe(duplex=False)
         self._executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
                                                 initargs=(workers, os.getpid(), self._journal))
         self._running: dict[int, str] = {}
         self._processes: dict[int, Any] = {}
         # Read as it is written: a pipe holds 64 KB, and a worker whose note finds it full
         # would wait.
+        self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read_journal, name="tokpipe-journal", daemon=True)
         self._reader.start()
 
     def _read_journal(self) -> None:
         while True:
-            note = self._journal.get()
-            if note is None:
-                return
-            pid, label = note
+            try:
+                if not self._notes.poll(0.1):
+                    if self._stop.is_set():
+                        return
+                    continue
+                pid, label = self._notes.recv()
+            except (EOFError, OSError):
+                return  # every worker is gone
             self._running[pid] = label
 
     def _close_journal(self) -> None:
-        if self._reader.is_alive():
-            self._journal.put(None)  # after every note written so far
-            self._reader.join()
+        """Stops the reader once it has read every note written so far."""
+        self._stop.set()
+        self._reader.join()
+        self._notes.close()
+        self._journal.close()
 
     def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str) -> cf.Future[Any]:
         future = self._executor.submit(run_unit, fn, args, label, place)

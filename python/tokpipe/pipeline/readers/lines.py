@@ -29,7 +29,7 @@ from tokpipe import _core
 
 from .base import ErrorSink, Task
 
-__all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "iter_blocks", "iter_lines", "newlines_before",
+__all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "open_decompressed", "iter_blocks", "iter_lines", "newlines_before",
            "line_start_at_or_after"]
 
 _COUNT_CHUNK = 16 << 20
@@ -77,6 +77,12 @@ class _ZstdStream(io.RawIOBase):
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         return self._file.readinto(buffer)  # type: ignore[no-any-return]
+
+
+def open_decompressed(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path``'s bytes, decompressed by its suffix (``.gz``, ``.zst``): the one way tokpipe
+    opens compressed input, so a truncated or damaged stream raises everywhere."""
+    return _open_decompressed(os.fspath(path), compression_of(os.fspath(path)))
 
 
 def _open_decompressed(path: str, compression: Optional[str]) -> BinaryIO:
@@ -267,13 +273,15 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
 
 def _grown(buffer: bytearray, filled: int, cap: int) -> bytearray:
     """``buffer`` (its first ``filled`` bytes kept) with up to twice its room, but no more
-    than ``cap`` (and at least one byte more). Grown in place where it can be (a realloc,
-    which moves no bytes: the old and the new buffer never both exist, so a line of N bytes
-    costs about N); a consumer still holding a view of the last block forbids that, and then
-    the bytes are copied into a new buffer through a view (a slice would be a third copy)."""
+    than ``cap`` (and at least one byte more). Grown in place where it can be: a buffer this
+    large is its own mapping, which realloc extends (mremap) without moving its bytes, so the
+    old and the new buffer never both exist and a line of N bytes costs about N. A consumer
+    still holding a view of the last block forbids that, and then the bytes are copied into a
+    new buffer through a view (a slice would be a third copy)."""
     size = max(min(2 * len(buffer), cap), len(buffer) + 1)
     try:
-        # bytes(n) is calloc'ed: its zero pages cost no memory until the buffer is written.
+        # The zeros are copied in, so the new room is memory at once; bytes(n) itself is
+        # calloc'ed and costs nothing.
         buffer.extend(bytes(size - len(buffer)))
         return buffer
     except BufferError:

@@ -7,7 +7,6 @@ file can be read by several workers. :func:`read_task` picks the reader by file 
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import stat
@@ -158,21 +157,31 @@ def _report_unlisted(task: Task, options: ReaderOptions, on_error: Callable[[Rea
 
 
 def _glob(pattern: str) -> list[str]:
-    """``glob.glob(pattern, recursive=True)``, sorted, except that ``**`` visits each folder
-    once: ``glob`` follows symbolic links into folders without end when they form a loop
-    (two links to ``..`` make it list 2**40 paths, growing in memory). Links are followed,
-    as ``glob`` follows them, but a folder already visited is not entered again."""
-    if "**" not in pattern:
-        return sorted(glob.glob(pattern))
+    """``glob.glob(pattern, recursive=True)``, sorted, but walked here: each folder is visited
+    once (``glob`` follows symbolic links into folders without end when they form a loop: two
+    links to ``..`` made it list 2**40 paths, growing in memory), in sorted order (so which of
+    two ways into a folder counts does not depend on the filesystem), and a folder that could
+    hold matches but cannot be listed is matched too, so planning records it as unreadable
+    (``glob`` skips it silently). Links are followed, as ``glob`` follows them."""
     parts = pattern.split(os.sep)
     magic = next(i for i, part in enumerate(parts) if _GLOB_CHARACTERS & set(part))
     root = os.sep.join(parts[:magic]) or (os.sep if pattern.startswith(os.sep) else "")
-    matcher = _pattern_regex(parts[magic:])
+    rest = parts[magic:]
+    matcher = _pattern_regex(rest)
+    # A folder k names deep may hold matches if the pattern goes deeper than k names and its
+    # first k components match the folder (any folder, past a "**": but not a hidden one).
+    prefixes = [_pattern_regex(rest[:k]) for k in range(len(rest))]
     matches: list[str] = []
     visited: set[tuple[int, int]] = set()
 
+    def worth_entering(path: str, depth: int) -> bool:
+        if "**" in rest[:depth]:
+            return not path.rsplit("/", 1)[-1].startswith(".")
+        if depth >= len(rest):
+            return False
+        return prefixes[depth].fullmatch(path) is not None
+
     def unlisted(error: OSError) -> None:
-        # Matched, so that planning walks it and records it as unreadable (see `_walk`).
         if error.filename is not None:
             matches.append(error.filename)
 
@@ -189,13 +198,16 @@ def _glob(pattern: str) -> list[str]:
             continue
         visited.add((info.st_dev, info.st_ino))
         relative = os.path.relpath(folder, root or os.curdir)
+        prefix = "" if relative == os.curdir else relative.replace(os.sep, "/") + "/"
+        depth = prefix.count("/") + 1  # of the entries of this folder
         for name in folders + names:
-            path = name if relative == os.curdir else f"{relative}/{name}".replace(os.sep, "/")
+            path = prefix + name
             # A folder matches a pattern that ends with "/" written with one, as in glob.
             for candidate in ((path, path + "/") if name in folders else (path,)):
                 if matcher.fullmatch(candidate):
                     matches.append(os.path.join(root, candidate) if root else candidate)
                     break
+        folders[:] = sorted(name for name in folders if worth_entering(prefix + name, depth))
     return sorted(matches)
 
 
@@ -235,8 +247,10 @@ def _name_regex(part: str) -> str:
                 out += re.escape(c)
                 continue
             body = part[i:end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out += "[" + body.replace("\\", "\\\\") + "]"
+            negated = body.startswith("!")
+            body = re.sub(r"([\\^\[\]])", r"\\\1", body[1:] if negated else body)
+            # Negated, it still never matches the "/" between names.
+            out += "[^/" + body + "]" if negated else "[" + body + "]"
             i = end + 1
         else:
             out += re.escape(c)

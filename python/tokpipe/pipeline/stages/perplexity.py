@@ -25,7 +25,6 @@ is no ``bucket`` column.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -41,6 +40,7 @@ from tokpipe.errors import InvalidArgumentError
 from tokpipe.lm import LanguageModel, perplexity_of
 from tokpipe.pipeline.base import Stage, StageResult, register
 from tokpipe.pipeline.documents import TEXT
+from tokpipe.pipeline.readers.lines import open_decompressed
 
 __all__ = ["Perplexity", "PERPLEXITY", "BUCKET", "load_cutoffs_sample"]
 
@@ -88,16 +88,7 @@ def load_cutoffs_sample(path: str, limit: int) -> list[str]:
         return texts[:limit]
 
     def lines() -> Iterator[str]:
-        raw: io.BufferedIOBase
-        if name.endswith(".gz"):
-            raw = gzip.open(path, "rb")  # type: ignore[assignment]
-        elif name.endswith(".zst"):
-            import zstandard
-
-            raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))  # type: ignore[assignment]
-        else:
-            raw = open(path, "rb")
-        with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n") as f:
+        with io.TextIOWrapper(open_decompressed(path), encoding="utf-8", errors="replace", newline="\n") as f:
             yield from f
 
     stem = name.removesuffix(".gz").removesuffix(".zst")

@@ -8,10 +8,12 @@ The public names::
     read_manifest       read and check a manifest (FormatError when malformed)
     verify_manifest     compare a dataset folder with its manifest; the problems found
     MANIFEST_NAME       "manifest.json"
+    hash_path           a file's size and sha256, read once
 """
 
 from __future__ import annotations
 
+from tokpipe.pipeline.writers._files import hash_path
 from tokpipe.pipeline.writers.manifest import MANIFEST_NAME, read_manifest, verify_manifest, write_manifest
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter, ShardInfo
 
@@ -22,4 +24,5 @@ __all__ = [
     "write_manifest",
     "read_manifest",
     "verify_manifest",
+    "hash_path",
 ]

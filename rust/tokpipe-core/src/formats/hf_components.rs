@@ -4,6 +4,9 @@
 //! them), the decoders `Metaspace`, `Replace`, `ByteFallback`, `Fuse` and `Strip`, and the
 //! `TemplateProcessing` post-processor.
 //!
+//! (Over 500 lines: about twenty small components, each read and written beside the other,
+//! and their checks; splitting them by kind would separate each reader from its writer.)
+//!
 //! A tokenizer read from a `.model` has sentencepiece's normalizer, which HF has no single
 //! step for; it is written the way transformers' `SpmConverter.build_tokenizer_from_spm_proto`
 //! (legacy mode) writes one, the HF spelling that encodes most like sentencepiece.

@@ -1,6 +1,9 @@
 //! HF `tokenizer.json` for byte-level BPE, WordPiece (BERT), Unigram (sentencepiece-style) and
 //! BPE over characters (Llama-1/2, Mistral).
 //!
+//! (Over 500 lines: the reader and writer of four model kinds, which share their top-level
+//! fields; the per-kind parts are a few dozen lines each.)
+//!
 //! Read, byte-level BPE: model `BPE` (vocab, merges as `"a b"` strings or `["a", "b"]` pairs,
 //! `ignore_merges`), normalizer `null` or a Unicode normal form, pre-tokenizer `ByteLevel`
 //! (GPT-2 regex) or `Sequence[Split(Regex), ByteLevel(use_regex=false)]`, and `added_tokens`;

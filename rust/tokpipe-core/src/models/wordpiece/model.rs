@@ -2,6 +2,9 @@
 //! computed in time linear in the word with LinMaxMatch ("Fast WordPiece Tokenization",
 //! Song et al., EMNLP 2021).
 //!
+//! (Over 500 lines: the LinMaxMatch construction, its bounded-pops fallback and the tests that
+//! check both against plain greedy matching belong together.)
+//!
 //! Two tries over the tokens' UTF-8 bytes: one from the root `r` holding every vocabulary
 //! string as written (a word's first token is looked up as is, so `##x` matches there too, as
 //! in HF), and one from the suffix root `r#` holding the continuing tokens without their
