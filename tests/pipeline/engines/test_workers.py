@@ -83,24 +83,26 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def busy_workers(main: subprocess.Popen[str]) -> list[int]:
-    """The run's worker processes once two of them are working on tasks (past their start-up,
-    by the CPU they used). Fails if the run ends first."""
+def busy_workers(main: subprocess.Popen[str], out: Path) -> list[int]:
+    """The run's worker processes once they are working through tasks: a few tasks are done
+    (their markers exist) and hundreds remain, so each worker is in the middle of one.
+    Fails if the run ends first."""
+    state = out / ".tokpipe" / "seg0"
     while main.poll() is None:
-        workers = [pid for pid in children(main.pid) if cpu_seconds(pid) > 1.5]
-        if len(workers) >= 2:
+        workers = [pid for pid in children(main.pid) if cpu_seconds(pid) > 0.5]
+        if len(workers) >= 2 and state.is_dir() and len(list(state.glob("*.json"))) >= 4:
             return workers
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise AssertionError(f"the run ended before its workers got busy: {main.communicate()}")
 
 
 def test_a_worker_killed_mid_task_fails_the_run_in_one_line_and_a_rerun_resumes(
         tmp_path: Path, documents: list[tuple[str, str]]) -> None:
-    inputs = write_corpus(tmp_path / "in", documents)
+    inputs = write_corpus(tmp_path / "in", documents, copies=24)  # about 380 tasks
     out = tmp_path / "out"
     args = [*CLEAN, str(inputs), "-o", str(out), "-w", "2", "--task-size", "300KB", "-q"]
     main = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    victim = busy_workers(main)[0]
+    victim = busy_workers(main, out)[0]
     os.kill(victim, signal.SIGKILL)
     _, stderr = main.communicate(timeout=300)
     assert main.returncode == 1
@@ -128,10 +130,10 @@ def _rows(out: Path) -> list[tuple[str, str]]:
 
 
 def test_workers_exit_when_the_run_is_killed(tmp_path: Path, documents: list[tuple[str, str]]) -> None:
-    inputs = write_corpus(tmp_path / "in", documents, copies=12)
+    inputs = write_corpus(tmp_path / "in", documents, copies=24)
     main = subprocess.Popen([*CLEAN, str(inputs), "-o", str(tmp_path / "out"), "-w", "2", "--task-size", "300KB",
                              "-q"], stderr=subprocess.PIPE, text=True)
-    workers = busy_workers(main)
+    workers = busy_workers(main, tmp_path / "out")
     os.kill(main.pid, signal.SIGKILL)
     main.communicate()
     # A generous wait: only workers that go on without their run reach it (they ran on for
