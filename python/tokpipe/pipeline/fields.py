@@ -47,7 +47,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["MAX_NESTING", "JSON", "JsonText", "loads_record", "field_column", "union_schema", "conform"]
+__all__ = ["MAX_NESTING", "JSON", "JsonText", "is_json", "loads_record", "field_column", "union_schema", "conform"]
 
 #: Deepest nesting of lists and objects a field's value keeps as a typed column; deeper values
 #: are kept as JSON text. 16 levels is far beyond real metadata and far below the ~50 list
@@ -160,6 +160,16 @@ def _key(text: str, at: int) -> tuple[str, int]:
 
 def _key_end(text: str, at: int) -> int:
     return _key(text, at)[1]
+
+
+def is_json(text: str) -> bool:
+    """Whether ``text`` is one JSON value, as ``json.loads`` would find it, however deeply it
+    nests (checked with an explicit stack, never by recursion)."""
+    try:
+        end = _value_end(text, _skip_space(text, 0))
+    except (json.JSONDecodeError, IndexError):
+        return False
+    return _skip_space(text, end) == len(text)
 
 
 def loads_record(text: str) -> Any:
@@ -345,9 +355,7 @@ def _rendered(column: pa.Array, target: pa.DataType) -> pa.Array:
     """``column``'s values written out as ``target`` holds them: JSON text, or the string of
     a scalar (as :func:`field_column` writes both within a batch)."""
     values = column.to_pylist()
-    if target == JSON:
-        if _string(column.type):
-            return pa.array([None if v is None else json.dumps(v) for v in values], type=JSON)
+    if target == JSON:  # a string is its JSON string literal, as within a batch
         return pa.array([None if v is None else _json_text(v) for v in values], type=JSON)
     if pa.types.is_boolean(column.type) or _number(column.type):
         return pa.array([None if v is None else _scalar_text(v) for v in values], type=target)

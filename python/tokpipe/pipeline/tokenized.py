@@ -97,14 +97,14 @@ from tokpipe.errors import ConfigError, PipelineError
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID
-from tokpipe.pipeline.engines.workers import disk_full, disk_full_message
+from tokpipe.pipeline.engines.workers import disk_full_in_one_line
 from tokpipe.pipeline.engines.local import (READ_STATS, LocalExecutor, Progress, ProgressUpdate, RunOptions,
                                             _pending_tasks, _run_segment_task, _summary, _task_bytes, _write_json)
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.kernels import arrow_of, list_buffers, numpy_of
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH, file_sha256, find_eos, ids_dtype, load_tokenizer
 from tokpipe.pipeline.writers import hash_path
-from tokpipe.pipeline.writers.manifest import is_plain_relative
+from tokpipe.pipeline.writers.manifest import check_file, check_parquet_rows, is_plain_relative
 from tokpipe.pipeline.writers.megatron import MAGIC, MegatronWriter, megatron_dtype
 from tokpipe.pipeline.writers.ids_staging import close_ids_files
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter
@@ -265,8 +265,7 @@ class _Split:
             raise ValueError("the Megatron index needs each document's pointer")
         self._pending.append((doc_ids, ids, pointers))
         self._pending_rows += len(doc_ids)
-        offsets, _ = list_buffers(ids)
-        self._pending_tokens += int(offsets[-1] - offsets[0])
+        self._pending_tokens += _token_count(ids)
         while True:
             rows = self._run_rows()
             if not rows:
@@ -314,7 +313,7 @@ class _Split:
                 self._pending[0] = (doc_ids.slice(need), ids.slice(need), None if pointers is None else pointers[need:])
                 need = 0
         self._pending_rows -= rows
-        self._pending_tokens -= sum(int(list_buffers(i)[0][-1] - list_buffers(i)[0][0]) for _, i, _ in parts)
+        self._pending_tokens -= sum(_token_count(ids) for _, ids, _ in parts)
         if len(parts) == 1:
             self._add(*parts[0])
         else:
@@ -597,11 +596,9 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
     folder is locked from the start to the end (see ``engines.lock``)."""
     executors: list[_TokenizeExecutor] = []
     try:
-        return _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
-    except (OSError, pa.ArrowException) as error:
-        if disk_full(error):  # in the write phase, outside any work unit
-            raise PipelineError(disk_full_message(os.fspath(out_dir), "the writing of the shards")) from None
-        raise
+        # A full disk in the write phase, outside any work unit: one line too.
+        with disk_full_in_one_line(os.fspath(out_dir), "the writing of the shards"):
+            return _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
     finally:
         for executor in executors:
             executor.release()
@@ -992,6 +989,12 @@ def _write_shuffled_from_staging(tasks: list[_StagedTask], documents: int, items
                 progress(update)
 
 
+def _token_count(ids: pa.Array) -> int:
+    """The tokens of a ``large_list`` column of token lists."""
+    offsets, _ = list_buffers(ids)
+    return int(offsets[-1] - offsets[0])
+
+
 def _large_lists(offsets: Any, values: Any, itemsize: int) -> pa.LargeListArray:
     """A large_list array over int64 ``offsets`` (from 0) and flat unsigned ``values`` of
     ``itemsize`` bytes, both objects with the buffer protocol (numpy arrays, ``OwnedBuffer``),
@@ -1142,10 +1145,6 @@ class _Source:
         return tokens * values.itemsize + 16 * len(self.keys)
 
 
-def _source_rows(sources: list[_Source]) -> list[np.ndarray]:
-    return [src.rows if src.rows is not None else np.arange(len(src.keys), dtype=np.int64) for src in sources]
-
-
 class _Gather:
     """Gathers documents of ``sources`` (numbered one source after another) by position:
     their ids and token lists, each token copied once (``_core.gather_lists``)."""
@@ -1153,15 +1152,15 @@ class _Gather:
     def __init__(self, sources: list[_Source], itemsize: int) -> None:
         counts = np.array([len(src.keys) for src in sources], dtype=np.int64)
         self.pieces = np.repeat(np.arange(len(sources), dtype=np.int64), counts)
-        self.rows = np.concatenate(_source_rows(sources))
+        rows = [src.rows if src.rows is not None else np.arange(len(src.keys), dtype=np.int64) for src in sources]
+        self.rows = np.concatenate(rows)
         self.buffers = [list_buffers(src.lists) for src in sources]
         doc_ids = [src.doc_ids if src.rows is None else src.doc_ids.take(arrow_of(src.rows)) for src in sources]
         self.doc_ids = doc_ids[0] if len(doc_ids) == 1 else pa.concat_arrays(doc_ids)
         self.pointers = np.concatenate([src.pointers for src in sources])
         self.itemsize = itemsize
         #: Each document's token count, by position.
-        self.lengths = np.concatenate([np.diff(offsets)[rows] for (offsets, _), rows in
-                                       zip(self.buffers, _source_rows(sources))])
+        self.lengths = np.concatenate([np.diff(offsets)[r] for (offsets, _), r in zip(self.buffers, rows)])
 
     def __call__(self, order: np.ndarray | None = None) -> tuple[pa.Array, pa.LargeListArray, np.ndarray]:
         """The documents at positions ``order`` (all, in turn, when None): ids, token lists
@@ -1196,32 +1195,13 @@ def _published_paths(manifest: dict[str, Any]) -> list[str]:
 
 
 def _check_digest(out: Path, rel: str, entry: dict[str, Any], version: str) -> list[str]:
-    """A published file against its size and sha256 in the manifest: one line per problem."""
-    path = out / rel
-    if not path.is_file():
-        return [f"{rel}: listed in the manifest but missing"]
-    size = path.stat().st_size
-    if "bytes" in entry and size != entry["bytes"]:
-        return [f"{rel}: {size} bytes on disk, manifest says {entry['bytes']}"]
-    if not entry.get("sha256"):
-        return [f"{rel}: not verified: the manifest (tokpipe {version}) records no sha256 for it; "
-                "rerun the same `tokpipe tokenize` command to record the digests"]
-    digest = hash_path(path)[1]
-    if digest != entry["sha256"]:
-        return [f"{rel}: sha256 {digest} on disk, manifest says {entry['sha256']}"]
-    return []
-
-
-def _parquet_rows(out: Path, rel: str, expected: int, what: str) -> list[str]:
-    """A Parquet file's row count (from its footer alone) against the manifest's."""
-    path = out / rel
-    if not path.is_file():
-        return []
-    try:
-        rows = pq.read_metadata(path).num_rows
-    except Exception as e:  # noqa: BLE001 - any failure to parse the footer is the finding itself
-        return [f"{rel}: not a readable Parquet file ({' '.join(str(e).split())[:200]})"]
-    return [] if rows == expected else [f"{rel}: {rows} rows, manifest says {expected} {what}"]
+    """A published file against its size and sha256 in the manifest; a file an older
+    tokpipe recorded no sha256 for is "not verified", a problem too."""
+    problems = check_file(out, rel, entry.get("bytes"), entry.get("sha256"))
+    if not problems and not entry.get("sha256"):
+        problems.append(f"{rel}: not verified: the manifest (tokpipe {version}) records no sha256 for it; "
+                        "rerun the same `tokpipe tokenize` command to record the digests")
+    return problems
 
 
 def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[str]:
@@ -1259,8 +1239,8 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
             continue
         for entry in split.get("parquet", []):
             if is_plain_relative(entry["path"]):
-                problems.extend(_parquet_rows(out, entry["path"], entry["rows"], "rows"))
-        problems.extend(_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
+                problems.extend(check_parquet_rows(out, entry["path"], entry["rows"]))
+        problems.extend(check_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
         megatron = split.get("megatron")
         idx = f"{megatron['prefix']}.idx" if megatron is not None else ""
         if megatron is not None and is_plain_relative(idx) and (out / idx).is_file():

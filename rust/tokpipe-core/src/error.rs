@@ -56,18 +56,19 @@ pub const SHOWN_CHARS: usize = 60;
 /// `text` quoted as `{:?}` quotes it, cut to its first [`SHOWN_CHARS`] characters (with its
 /// full size in bytes after it) so that a 5 MB token never ends up whole in a message.
 pub fn shown(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        None => format!("{text:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
-    }
+    cut_short(text, |part| format!("{part:?}"))
 }
 
 /// A JSON value from a file, for a message: its text, cut short as [`shown`] cuts it.
 pub fn shown_json(value: &serde_json::Value) -> String {
-    let text = value.to_string();
+    cut_short(&value.to_string(), str::to_string)
+}
+
+/// `show` of `text`, or of its first [`SHOWN_CHARS`] characters followed by its size.
+fn cut_short(text: &str, show: impl Fn(&str) -> String) -> String {
     match text.char_indices().nth(SHOWN_CHARS) {
-        None => text,
-        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+        None => show(text),
+        Some((cut, _)) => format!("{}… ({} bytes)", show(&text[..cut]), text.len()),
     }
 }
 

@@ -339,6 +339,17 @@ def test_json_text_fields_are_scrubbed_and_stay_json() -> None:
     assert json.loads(narrow[0]) == {"contact": "<EMAIL>", "n": 1}
 
 
+def test_json_text_too_deep_for_json_loads_is_scrubbed() -> None:
+    # A field's value nested thousands deep is kept as JSON text (tokpipe.pipeline.fields);
+    # checking the scrubbed text with json.loads raised RecursionError and ended the run.
+    email = fake_people(1, seed=7)[0]["email"]
+    deep = "[" * 3000 + json.dumps(email) + "]" * 3000
+    meta = pa.ExtensionArray.from_storage(pa.json_(pa.string()), pa.array([deep]))
+    batch = pa.record_batch([pa.array(["a"]), pa.array(["text"]), meta], names=["id", "text", "meta"])
+    kept = Pii().process(batch).kept.column("meta").storage.to_pylist()
+    assert kept == ["[" * 3000 + '"<EMAIL>"' + "]" * 3000]
+
+
 def test_fields_names_the_fields_and_the_text_is_always_scrubbed() -> None:
     people = fake_people(2, seed=4)
     batch = pa.record_batch({

@@ -33,13 +33,13 @@ shards would not. The Ray engine runs these same work units.
 from __future__ import annotations
 
 import concurrent.futures as cf
-from concurrent.futures.process import BrokenProcessPool
 import json
 import os
 import queue
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -48,12 +48,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokpipe.errors import CorpusError, PipelineError
+from tokpipe.errors import PipelineError
 from tokpipe.pipeline.base import DUPLICATE_OF, DecideContext, Decision, GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.engines.lock import RunLock
-from tokpipe.pipeline.engines.workers import WorkerPool, disk_full, disk_full_message, run_unit
+from tokpipe.pipeline.engines.workers import WorkerPool, disk_full_in_one_line, run_unit
 from tokpipe.pipeline.fields import conform, union_schema
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, plan_tasks, read_task
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
@@ -519,6 +519,7 @@ class LocalExecutor:
         self.options = options
         self.progress: Progress = progress or (lambda update: None)
         self.segments = _segments(config)
+        self._lock: RunLock | None = None  # held from `_prepare` to `release`
 
     def _identity(self) -> dict[str, Any]:
         reader = asdict(self.options.reader)
@@ -530,7 +531,7 @@ class LocalExecutor:
         the one there (same config, inputs and reader options; inputs unchanged since). The
         lock is held until :meth:`release`."""
         fresh = not self.state.exists()
-        self._lock: RunLock | None = RunLock(self.state / _LOCK, str(self.out))
+        self._lock = RunLock(self.state / _LOCK, str(self.out))
         self._lock.acquire()
         try:
             return self._start_or_resume()
@@ -542,15 +543,14 @@ class LocalExecutor:
 
     def release(self) -> None:
         """Gives back the output folder's lock taken by :meth:`_prepare`."""
-        lock, self._lock = getattr(self, "_lock", None), None
+        lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()
 
     def check_lock(self) -> None:
         """Stops the run (``LockHeld``) if another run took over its lock."""
-        lock = getattr(self, "_lock", None)
-        if lock is not None:
-            lock.check()
+        if self._lock is not None:
+            self._lock.check()
 
     def _start_or_resume(self) -> list[Task]:
         identity = self._identity()
@@ -616,12 +616,9 @@ class LocalExecutor:
     def run(self) -> RunResult:
         tasks = self._prepare()
         try:
-            return self._run(tasks)
-        except (OSError, pa.ArrowException) as error:
             # A full disk outside a work unit (a global decision, the manifest): one line too.
-            if disk_full(error):
-                raise PipelineError(disk_full_message(str(self.out), "the run's own steps")) from None
-            raise
+            with disk_full_in_one_line(str(self.out), "the run's own steps"):
+                return self._run(tasks)
         finally:
             self.release()
 

@@ -103,17 +103,16 @@ class RunLock:
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self._started = time.time()
         self.lost = False
 
     def _record(self) -> dict[str, Any]:
-        now = time.time()
         return {"pid": os.getpid(), "host": socket.gethostname(), "place": _place(),
                 "process_start": _start_time(os.getpid()), "token": self.token,
-                "started": getattr(self, "_started", now), "heartbeat": now}
+                "started": self._started, "heartbeat": time.time()}
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._started = time.time()
         for _ in range(8):  # each pass either takes the lock or finds who holds it now
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -152,12 +151,11 @@ class RunLock:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            # Cut short (the holder died while writing it): as good as stale, once old.
+            # Cut short (the holder died while writing it): its last write is its heartbeat.
             try:
-                age = time.time() - self.path.stat().st_mtime
+                return {"heartbeat": self.path.stat().st_mtime, "place": ""}
             except FileNotFoundError:
                 return None
-            return {"heartbeat": time.time() - age, "place": ""}
         return data if isinstance(data, dict) else {"heartbeat": 0, "place": ""}
 
     @staticmethod

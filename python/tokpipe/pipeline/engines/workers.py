@@ -21,7 +21,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -29,7 +31,7 @@ import pyarrow as pa
 
 from tokpipe.errors import CorpusError, PipelineError
 
-__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full", "disk_full_message"]
+__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line"]
 
 # Set in a worker by `_start_worker`: where it says which unit it starts (see WorkerPool).
 _journal: Any = None
@@ -65,7 +67,7 @@ def share_cores(workers: int) -> None:
         pa.set_cpu_count(int(threads))
 
 
-def disk_full(error: BaseException) -> bool:
+def _disk_full(error: BaseException) -> bool:
     """Whether ``error`` is a write that found no space (pyarrow's I/O errors carry no errno,
     only the system's message)."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -77,24 +79,29 @@ def disk_full(error: BaseException) -> bool:
 def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", place: str = "") -> Any:
     """Runs one work unit (``label`` names it in the pool's journal and in messages; ``place``
     is the output folder). A strict-mode input error and a full disk become the run's
-    failure, in one line: pyarrow's "No space left on device" names no file."""
+    failure, in one line."""
     _note(label)
     try:
-        result = fn(*args)
+        with disk_full_in_one_line(place, label or "a work unit"):
+            result = fn(*args)
         _note("")  # idle again: a death now is no unit's
         return result
     except CorpusError as e:
         raise PipelineError(str(e)) from None
-    except (OSError, pa.ArrowException) as e:
-        if disk_full(e):
-            raise PipelineError(disk_full_message(place, label or "a work unit")) from None
+
+
+@contextmanager
+def disk_full_in_one_line(place: str, what: str) -> Iterator[None]:
+    """A full disk met inside becomes the run's failure, one line naming the output folder
+    (``place``) and what was writing: pyarrow's "No space left on device" names no file."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as error:
+        if _disk_full(error):
+            raise PipelineError(f"no space left on the device of {place or 'the output folder'} while running "
+                                f"{what}; free some space and rerun the same command: the run resumes where it "
+                                "stopped") from None
         raise
-
-
-def disk_full_message(place: str, what: str) -> str:
-    """The one line for a full disk: where, and what was writing."""
-    return (f"no space left on the device of {place or 'the output folder'} while running {what}; free some space "
-            "and rerun the same command: the run resumes where it stopped")
 
 
 def _note(label: str) -> None:
@@ -126,7 +133,7 @@ def _start_worker(workers: int, parent: int, journal: Any) -> None:
 
     def watch() -> None:
         while True:
-            threading.Event().wait(1.0)
+            time.sleep(1.0)
             if os.getppid() != parent:
                 os._exit(1)
 

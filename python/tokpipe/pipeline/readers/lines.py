@@ -29,8 +29,8 @@ from tokpipe import _core
 
 from .base import ErrorSink, Task
 
-__all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "open_decompressed", "iter_blocks", "iter_lines", "newlines_before",
-           "line_start_at_or_after"]
+__all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "open_decompressed", "iter_blocks", "iter_lines",
+           "newlines_before", "line_start_at_or_after"]
 
 _COUNT_CHUNK = 16 << 20
 _REST_OF_LINE_CHUNK = 1 << 20

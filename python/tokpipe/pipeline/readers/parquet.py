@@ -27,8 +27,8 @@ from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Tas
 __all__ = ["read_parquet", "parquet_batches"]
 
 
-def parquet_batches(parquet: pq.ParquetFile, max_rows: int, max_bytes: int = MAX_BATCH_TEXT_BYTES,
-                    columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+def parquet_batches(parquet: pq.ParquetFile, max_rows: int,
+                    max_bytes: int = MAX_BATCH_TEXT_BYTES) -> Iterator[pa.RecordBatch]:
     """The rows of ``parquet`` in order, as batches of at most ``max_rows`` rows and about
     ``max_bytes`` (sized from each row group's average row, uncompressed). Memory is then
     bounded by bytes, not rows: 1,024 rows of 1 MiB documents would be a 1 GiB batch. A
@@ -40,7 +40,7 @@ def parquet_batches(parquet: pq.ParquetFile, max_rows: int, max_bytes: int = MAX
             continue
         row_bytes = max(1, info.total_byte_size // info.num_rows)
         rows = max(1, min(max_rows, max_bytes // row_bytes))
-        yield from parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns)
+        yield from parquet.iter_batches(batch_size=rows, row_groups=[group])
 
 
 def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadError], None]) -> Iterator[pa.RecordBatch]:

@@ -156,6 +156,7 @@ from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import (DUPLICATE_OF, REASON, STAGE, GlobalStage, Stage, StageResult, register,
                                    registered_stages)
 from tokpipe.pipeline.documents import ID, TEXT, replace_text, set_column
+from tokpipe.pipeline.fields import is_json
 from tokpipe.pipeline.kernels import arrow_of, exact_dedup_keys, numpy_of, string_buffers
 
 __all__ = ["Pii", "PII_TYPES", "ACTIONS", "ID_ACTIONS", "pii_spans", "hashed_id"]
@@ -503,16 +504,20 @@ class Pii(Stage):
         holds no quote or backslash, but a span can take in part of an escape: an unquoted
         secret that runs into an escaped backslash and quote."""
         changed = np.flatnonzero(pc.not_equal(before, after).fill_null(False).to_numpy(zero_copy_only=False))
-        broken = []
-        for row, text in zip(changed.tolist(), after.take(pa.array(changed)).to_pylist()):
-            try:
-                json.loads(text)
-            except ValueError:
-                broken.append(row)
+        # Checked without recursion: a field's value may be JSON text nested thousands deep
+        # (``fields.MAX_NESTING``), which json.loads cannot read.
+        broken = [row for row, text in zip(changed.tolist(), after.take(pa.array(changed)).to_pylist())
+                  if not is_json(text)]
         if not broken:
             return after
-        redone = self._scrubbed_values([json.loads(before[row].as_py()) for row in broken])
-        texts = [json.dumps(value, ensure_ascii=False, separators=(",", ":")) for value in redone]
+        texts = []
+        for row in broken:  # rare: one kernel call each is nothing
+            try:
+                value = self._scrubbed_values([json.loads(before[row].as_py())])[0]
+                texts.append(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+            except RecursionError:
+                # Too deep to take apart: kept as a JSON string of its scrubbed text.
+                texts.append(json.dumps(after[row].as_py(), ensure_ascii=False))
         mask = np.zeros(len(after), dtype=bool)
         mask[broken] = True
         return pc.replace_with_mask(after, pa.array(mask), pa.array(texts, type=after.type))

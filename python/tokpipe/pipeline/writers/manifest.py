@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 
 from tokpipe import __version__
 from tokpipe.errors import FormatError, InvalidArgumentError
-from tokpipe.pipeline.writers._files import hash_file, publish, temp_name
+from tokpipe.pipeline.writers._files import hash_path, publish, temp_name
 from tokpipe.pipeline.writers.parquet import ShardInfo
 
 __all__ = ["MANIFEST_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
-           "verify_manifest"]
+           "verify_manifest", "check_file", "check_parquet_rows", "is_plain_relative"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -150,32 +150,35 @@ def read_manifest(out_dir: StrPath) -> dict[str, Any]:
     return manifest
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hash_file(f)[1]
-
-
-def _check_file(out: Path, entry: dict[str, Any]) -> list[str]:
-    rel = entry["path"]
+def check_file(out: Path, rel: str, size: Optional[int], sha256: Optional[str]) -> list[str]:
+    """A published file (``rel`` from ``out``) against the size and sha256 a manifest records
+    for it (``None``: not recorded, not checked): one line per problem, naming the file."""
     path = out / rel
     if not path.is_file():
         return [f"{rel}: listed in the manifest but missing"]
     problems = []
-    size = path.stat().st_size
-    if size != entry["bytes"]:
-        problems.append(f"{rel}: {size} bytes on disk, manifest says {entry['bytes']}")
-    digest = _sha256(path)
-    if digest != entry["sha256"]:
-        problems.append(f"{rel}: sha256 {digest} on disk, manifest says {entry['sha256']}")
-    # The footer alone gives the row count: no column data is read.
+    on_disk = path.stat().st_size
+    if size is not None and on_disk != size:
+        problems.append(f"{rel}: {on_disk} bytes on disk, manifest says {size}")
+    if sha256:
+        digest = hash_path(path)[1]
+        if digest != sha256:
+            problems.append(f"{rel}: sha256 {digest} on disk, manifest says {sha256}")
+    return problems
+
+
+def check_parquet_rows(out: Path, rel: str, expected: int, what: str = "rows") -> list[str]:
+    """A Parquet file's row count, from its footer alone (no column data is read), against
+    the manifest's ``expected`` (of ``what``); nothing for a missing file (``check_file``
+    reports it)."""
+    path = out / rel
+    if not path.is_file():
+        return []
     try:
         rows = pq.read_metadata(path).num_rows
     except Exception as e:  # noqa: BLE001 - any failure to parse the footer is the finding itself
-        problems.append(f"{rel}: not a readable Parquet file ({e})")
-    else:
-        if rows != entry["rows"]:
-            problems.append(f"{rel}: {rows} rows in the Parquet footer, manifest says {entry['rows']}")
-    return problems
+        return [f"{rel}: not a readable Parquet file ({' '.join(str(e).split())[:200]})"]
+    return [] if rows == expected else [f"{rel}: {rows} rows in the Parquet footer, manifest says {expected} {what}"]
 
 
 def verify_manifest(out_dir: StrPath) -> list[str]:
@@ -196,7 +199,8 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
                 problems.append(f"{entry['path']}: listed more than once")
                 continue
             listed.add(entry["path"])
-            problems.extend(_check_file(out, entry))
+            problems += check_file(out, entry["path"], entry["bytes"], entry["sha256"])
+            problems += check_parquet_rows(out, entry["path"], entry["rows"])
     totals = manifest["totals"]
     for total, key, field in (("rows", "shards", "rows"), ("bytes", "shards", "bytes"),
                               ("rejected_rows", "rejected", "rows")):
