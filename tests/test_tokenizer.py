@@ -250,3 +250,67 @@ def test_gzip_that_unpacks_past_the_limit_is_refused(tmp_path: Path) -> None:
     path.write_bytes(packer.compress(b"\n" * (100 << 20)) + packer.flush())
     with pytest.raises(tokpipe.FormatError, match=r"gzip data unpacks to more than 67108864 bytes, the limit for"):
         tokpipe.Tokenizer.from_tiktoken(path)
+
+
+# -- the one loader: Tokenizer.from_file tells every format by its content ---------------------
+
+@pytest.mark.parametrize("head, kind", [
+    (b'{"version": "1.0", "model": {}}', "tokenizer.json"),
+    (b'\xef\xbb\xbf \n {"model": {"type": "BPE"}}', "tokenizer.json"),
+    (b'{"!": 0, "\\"": 1}', "gpt2-encoder"),
+    (b'{\n  "\\u0120the": 262\n}', "gpt2-encoder"),
+    (b"\n\x0f\n\x05<unk>\x15\x00\x00\x00\x00\x18\x02", "sentencepiece"),
+    (b"IQ== 0\nIg== 1\n", "tiktoken"),
+    (b"#version: 0.2\n\xc4\xa0 t\n", "gpt2-merges"),
+    (b"[PAD]\n[UNK]\n##ing\n\xe4\xb8\xad\n", "vocab.txt"),
+    (b"", None),
+    (b"[1, 2]", None),
+    (b"\xff\xfe not utf-8\n", None),
+])
+def test_detect_tells_each_kind_by_its_content(head: bytes, kind: str | None) -> None:
+    from tokpipe.tokenizer_files import detect
+
+    assert detect(head, whole=True) == kind
+
+
+def test_detect_reads_only_whole_lines_of_a_cut_head() -> None:
+    from tokpipe.tokenizer_files import detect
+
+    # The last line of a 64 KiB head may stop mid-token (here mid-character): it is not judged.
+    assert detect("[PAD]\n中文\n".encode()[:-2], whole=False) == "vocab.txt"
+    assert detect(b"IQ== 0\nIg== 1\nIw", whole=False) == "tiktoken"
+
+
+def test_from_file_takes_a_tiktoken_pattern_and_refuses_it_for_other_files(tmp_path: Path) -> None:
+    plain = tmp_path / "ranks.tiktoken"
+    plain.write_bytes(gzip.decompress((VOCAB / "cl100k_base.tiktoken.gz").read_bytes()))
+    text = "Custom patterns split differently: 12345 tokens."
+    given = tokpipe.Tokenizer.from_file(plain, pattern=r"\S+|\s+")
+    assert given.encode(text) == tokpipe.Tokenizer.from_tiktoken(plain, pattern=r"\S+|\s+").encode(text)
+    with pytest.raises(tokpipe.InvalidArgumentError, match="pattern"):
+        tokpipe.Tokenizer.from_file(plain)  # the name says no pattern
+    with pytest.raises(tokpipe.InvalidArgumentError, match="tiktoken"):
+        tokpipe.Tokenizer.from_file(NEO, pattern="cl100k")
+
+
+def test_from_file_refuses_a_gzip_vocab_txt_naming_the_file(tmp_path: Path) -> None:
+    packed = tmp_path / "vocab.txt.gz"
+    packed.write_bytes(gzip.compress((VOCAB / "bert_base_uncased_vocab.txt").read_bytes()))
+    with pytest.raises(tokpipe.FormatError, match="unzip") as info:
+        tokpipe.Tokenizer.from_file(packed)
+    assert str(packed) in str(info.value)
+
+
+def test_from_file_finds_gpt2s_pair_from_either_file(tmp_path: Path) -> None:
+    for name in ("x_encoder.json", "x_vocab.bpe"):
+        source = VOCAB / name.replace("x_", "gpt2_")
+        (tmp_path / name).write_bytes(source.read_bytes())
+    text = "GPT-2's pair, 'twas found either way."
+    ref = tiktoken_encoding("gpt2").encode_ordinary(text)
+    assert tokpipe.Tokenizer.from_file(tmp_path / "x_encoder.json").encode(text) == ref
+    assert tokpipe.Tokenizer.from_file(tmp_path / "x_vocab.bpe").encode(text) == ref
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "encoder.json").write_bytes((VOCAB / "gpt2_encoder.json").read_bytes())
+    with pytest.raises(tokpipe.FormatError, match="vocab.bpe"):
+        tokpipe.Tokenizer.from_file(lone / "encoder.json")

@@ -1,8 +1,20 @@
 """Shared helpers for the Python benchmarks: locate and load the benchmark
 corpus, and describe the machine the numbers came from.
 
+This module alone owns the benchmarks' default folders; each can be moved by
+an environment variable (a script's own option, where it has one, wins):
+
+    BENCH_CORPUS  the benchmark corpus: $TOKPIPE_BENCH_CORPUS, else
+                  ``bench_corpus`` beside the repository (``../bench_corpus``)
+    SHARED        the shared data: $TOKPIPE_SHARED, else ``shared`` beside the
+                  repository (``../shared``); its ``corpora/`` (the tests' corpora),
+                  ``corpora/vocab/`` (the vocabularies) and ``bench/build_corpus.py``
+    SCRATCH       files a bench writes and may reuse (derived models, outputs):
+                  $TOKPIPE_BENCH_SCRATCH, else ``tokpipe-bench`` in the system's
+                  temporary folder
+
 The corpus is built once, outside the repository, by
-``python3 /work/shared/bench/build_corpus.py DIR`` (Debian documentation,
+``python3 ../shared/bench/build_corpus.py DIR`` (Debian documentation,
 the GCIDE dictionary and classical Chinese poems; about 280 MB). Its layout:
 
     DIR/docs.jsonl   one JSON object a line: {"id", "source", "lang", "text"}
@@ -20,13 +32,22 @@ import json
 import os
 import platform
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 DEFAULT_SOURCES = ("linux-rst", "python-txt", "gcide", "fortunes-zh")
-DEFAULT_CORPUS = Path(os.environ.get("TOKPIPE_BENCH_CORPUS", "/work/bench_corpus"))
-BUILD_HINT = "python3 /work/shared/bench/build_corpus.py {dir}"
+REPO = Path(__file__).resolve().parents[2]
+# An empty variable counts as unset (``or``), so ``VAR= cmd`` falls back to the default.
+DEFAULT_CORPUS = Path(os.environ.get("TOKPIPE_BENCH_CORPUS") or REPO.parent / "bench_corpus")
+DEFAULT_DOCS = DEFAULT_CORPUS / "docs.jsonl"  # for the scripts that take the JSON Lines file itself
+SHARED = Path(os.environ.get("TOKPIPE_SHARED") or REPO.parent / "shared")
+SHARED_CORPORA = SHARED / "corpora"
+VOCAB_DIR = SHARED_CORPORA / "vocab"
+BUILD_HINT = f"python3 {SHARED / 'bench' / 'build_corpus.py'} {{dir}}"
+SCRATCH = Path(os.environ.get("TOKPIPE_BENCH_SCRATCH") or Path(tempfile.gettempdir()) / "tokpipe-bench")
+CACHE = SCRATCH / "cache"  # derived files worth keeping between runs (trained models, vocab conversions)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 """Throughput of ``tokpipe clean`` (read -> normalize -> exact_dedup -> write) against worker count.
 
 Runs the real command, in a fresh process per run, on the whole benchmark corpus
-(``docs.jsonl``, 280 MB, 144k documents built by ``/work/shared/bench/build_corpus.py``;
+(``docs.jsonl``, 280 MB, 144k documents built by ``../shared/bench/build_corpus.py``;
 its ``linux-rst`` and ``linux-txt`` sources hold natural exact duplicates), once per worker
 count, into a fresh output folder each time. Reports documents/s and MB/s of input, the
 kept and rejected counts (the same for every worker count, or the run says so), and the
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _corpus import DEFAULT_CORPUS, log, print_machine_facts  # noqa: E402
+from _corpus import BUILD_HINT, DEFAULT_CORPUS, log, print_machine_facts  # noqa: E402
 
 CONFIG = "stages:\n  - type: normalize\n  - type: exact_dedup\n"
 
@@ -54,7 +54,7 @@ def run_once(inputs: Path, out: Path, config: Path, workers: int) -> dict[str, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("TOKPIPE_BENCH_CORPUS", DEFAULT_CORPUS)))
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--workers", default="1,2", help="worker counts to run (default: 1,2)")
     parser.add_argument("--work-dir", type=Path, default=None, help="where the outputs go (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None)
@@ -62,7 +62,7 @@ def main() -> None:
 
     inputs = a.corpus / "docs.jsonl"
     if not inputs.exists():
-        sys.exit(f"{inputs} is missing: build it with python3 /work/shared/bench/build_corpus.py {a.corpus}")
+        sys.exit(f"{inputs} is missing: build it with {BUILD_HINT.format(dir=a.corpus)}")
     mb = inputs.stat().st_size / 1e6
     print("# tokpipe clean benchmark\n\n## Machine\n")
     print_machine_facts(packages=("pyarrow",))

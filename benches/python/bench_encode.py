@@ -32,11 +32,12 @@ reference: encode_ordinary, no special tokens); the first batch run of
 each thread count is checked the same way. Mismatches are counted, never
 fatal, and the first differing document is shown.
 
-Vocabularies are loaded offline from /work/shared/corpora/vocab
-(--vocab-dir): *.tiktoken.gz for cl100k/o200k, encoder.json + vocab.bpe
-for gpt2. Files that some peers need in another form (an uncompressed
-.tiktoken, a HuggingFace tokenizer.json converted from the ranks) are
-derived once into --cache-dir.
+Vocabularies are loaded offline from ../shared/corpora/vocab
+($TOKPIPE_SHARED/corpora/vocab; --vocab-dir): *.tiktoken.gz for
+cl100k/o200k, encoder.json + vocab.bpe for gpt2. Files that some peers
+need in another form (an uncompressed .tiktoken, a HuggingFace
+tokenizer.json converted from the ranks) are derived once into
+--cache-dir.
 
 Reading the output
 ------------------
@@ -70,7 +71,7 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 
-VOCAB_DIR = Path("/work/shared/corpora/vocab")
+VOCAB_DIR = _corpus.VOCAB_DIR
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tokpipe-bench"
 PACKAGES = ("tokpipe", "tiktoken", "tokenizers", "gigatoken", "tokie", "bpe-openai", "numpy", "awkward")
 ENCODER_NAMES = ("tiktoken", "tokpipe", "hf-tokenizers", "gigatoken", "tokie", "bpe-openai")
@@ -544,7 +545,7 @@ def main(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS,
-                    help="benchmark corpus directory (built by /work/shared/bench/build_corpus.py)")
+                    help="benchmark corpus directory (built by ../shared/bench/build_corpus.py)")
     ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES), help="corpus sources to encode")
     ap.add_argument("--max-mb", type=float, default=0, help="use about this many MB (same mix of sources); 0: all")
     ap.add_argument("--vocabs", default=",".join(VOCAB_NAMES), help=f"subset of {','.join(VOCAB_NAMES)}")

@@ -23,7 +23,7 @@ Each candidate extracts every document once to warm up, then ``--runs`` more tim
 is reported. Single process, single thread.
 
     python benches/python/bench_extract.py                       # warc + pydocs
-    python benches/python/bench_extract.py --corpus /work/bench_corpus --runs 3
+    python benches/python/bench_extract.py --corpus DIR --runs 3
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ import argparse
 import collections
 import glob
 import json
-import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-REPO = Path(__file__).resolve().parents[2]
-WEB = REPO.parent / "shared" / "corpora" / "web"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
+
+WEB = _corpus.SHARED_CORPORA / "web"
 WORD = re.compile(r"\w+")
 
 
@@ -117,7 +119,7 @@ def best_time(extract: Callable[[bytes], str], bodies: list[bytes], runs: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("TOKPIPE_BENCH_CORPUS", "/work/bench_corpus")))
+    parser.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS)
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
 

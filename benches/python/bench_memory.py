@@ -7,9 +7,9 @@ Each command runs with one worker (the work runs in the command's own process) u
 ``/usr/bin/time``, whose maximum resident set size is the figure. Inputs are generated into
 ``--work`` (about 2.3 GiB of disk) and reused when present.
 
-    python3 benches/python/bench_memory.py --work /tmp/tokpipe-memory
+    python3 benches/python/bench_memory.py --work WORK
     # an older checkout, side by side: its python/ folder (with the extension built in it)
-    python3 benches/python/bench_memory.py --work /tmp/tokpipe-memory --pythonpath /tmp/before/python
+    python3 benches/python/bench_memory.py --work WORK --pythonpath BEFORE/python
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import print_machine_facts  # noqa: E402
+from _corpus import VOCAB_DIR, print_machine_facts  # noqa: E402
 
 MIB = 1 << 20
 WORDS = ("the quick brown fox jumps over a lazy dog while seven bold wizards quietly pack "
@@ -94,8 +94,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", type=Path, required=True, help="Folder for the generated inputs and the outputs.")
     p.add_argument("--pythonpath", default=None, help="Run the tokpipe found here (an older checkout's python/).")
-    p.add_argument("--vocab", default=str(Path(__file__).resolve().parents[3] / "shared" / "corpora" / "vocab" /
-                                          "cl100k_base.tiktoken.gz"))
+    p.add_argument("--vocab", default=str(VOCAB_DIR / "cl100k_base.tiktoken.gz"))
     p.add_argument("--only", default=None, help="Run only the inputs whose label contains this text.")
     args = p.parse_args()
     print_machine_facts()

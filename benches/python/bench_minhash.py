@@ -1,7 +1,7 @@
 """MinHash: tokpipe's signatures vs datasketch's and rensa's on the same word 5-gram shingles,
 and near-duplicate recall of ``minhash_dedup`` on the bench corpus.
 
-    PYTHONPATH=python python3 benches/python/bench_minhash.py [/work/bench_corpus/docs.jsonl]
+    PYTHONPATH=python python3 benches/python/bench_minhash.py [BENCH_CORPUS/docs.jsonl]
         [--sample-every 50] [--skip-recall] [--end-to-end OUT_DIR]
 
 Throughput is measured on one sample of the corpus (every Nth document) for all three, with
@@ -17,7 +17,8 @@ Recall: every ``linux-rst`` document ``Documentation/X.rst.gz`` has an exact cop
 ``--planted N``: precision and recall against exact Jaccard on N planted near-duplicate pairs
 (see ``planted``), tokpipe's three verification modes and datasketch's ``MinHashLSH``.
 ``--end-to-end OUT``: the pipeline on 2 workers over 1 and 4 copies of the corpus, time and
-peak memory (``--copies``). ``--only planted|end-to-end`` runs just that part.
+peak memory (``--copies``). ``--only planted|end-to-end`` runs just that part (the latter into
+``SCRATCH/minhash-e2e`` without ``--end-to-end``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
 
 NUM_PERM = 128
 
@@ -74,7 +79,7 @@ def tokpipe_seconds(texts: list[str], hashfunc: str = "sha1") -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(_corpus.DEFAULT_DOCS))
     ap.add_argument("--sample-every", type=int, default=50)
     ap.add_argument("--skip-recall", action="store_true")
     ap.add_argument("--end-to-end", metavar="OUT_DIR", help="also run the pipeline (2 workers) into OUT_DIR")
@@ -92,7 +97,7 @@ def main() -> None:
         return
     if args.only == "end-to-end":
         for copies in args.copies:
-            end_to_end(args.corpus, args.end_to_end or "/tmp/minhash-e2e", copies, args.memory_mb)
+            end_to_end(args.corpus, args.end_to_end or str(_corpus.SCRATCH / "minhash-e2e"), copies, args.memory_mb)
         return
     sample = [d["text"] for d in load(args.corpus, args.sample_every)]
     mb = sum(len(t.encode()) for t in sample) / 1e6
@@ -216,6 +221,8 @@ def end_to_end(path: str, out: str, copies: int, memory_mb: int) -> None:
 
     import tokpipe.pipeline as pipeline
 
+    # The default OUT sits in SCRATCH, which may not exist yet; the hard links go beside OUT.
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out))) as tmp:
         inputs = []
         for n in range(copies):

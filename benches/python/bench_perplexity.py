@@ -1,7 +1,7 @@
 """Perplexity scoring: tokpipe's Rust scorer vs the ``kenlm`` module (``Model.score`` per
 line, in Python, as CCNet calls it), same 5-gram, same documents.
 
-    PYTHONPATH=python python3 benches/python/bench_perplexity.py [/work/bench_corpus/docs.jsonl]
+    PYTHONPATH=python python3 benches/python/bench_perplexity.py [BENCH_CORPUS/docs.jsonl]
         [--train-mb 20] [--score-mb 40] [--order 5]
 
 English documents of the bench corpus (linux-rst, python-txt, gcide) alternate between a
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,12 +28,15 @@ import pyarrow as pa
 
 from tokpipe import LanguageModel, train_lm
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
+
 SOURCES = ("linux-rst", "python-txt", "gcide")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(_corpus.DEFAULT_DOCS))
     ap.add_argument("--train-mb", type=float, default=20.0)
     ap.add_argument("--score-mb", type=float, default=40.0)
     ap.add_argument("--order", type=int, default=5)

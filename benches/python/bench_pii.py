@@ -39,7 +39,7 @@ from _corpus import DEFAULT_CORPUS, check_corpus, print_machine_facts  # noqa: E
 from tests.conftest import load_documents  # noqa: E402
 from tests.pipeline.stages import pii_labels as labels  # noqa: E402
 from tokpipe import _core  # noqa: E402
-from tokpipe.pipeline.kernels import string_buffers  # noqa: E402
+from tokpipe.pipeline.kernels import arrow_strings  # noqa: E402
 from tokpipe.pipeline.stages.pii import PII_TYPES, pii_spans  # noqa: E402
 
 PEER_ENTITIES = {"email": "EMAIL_ADDRESS", "ip_address": "IP_ADDRESS", "phone": "PHONE_NUMBER",
@@ -114,10 +114,10 @@ def speed(corpus: Path, mb: float, peer_mb: float, recognizers) -> None:
     texts = read_corpus(corpus, mb)
     nbytes = sum(len(t.encode()) for t in texts)
     column = pa.array(texts, type=pa.large_string())
-    offsets, data, wide = string_buffers(column)
+    strings, _, _ = arrow_strings(column)
     types = list(PII_TYPES)
     cpu, wall = time.process_time(), time.perf_counter()
-    out = _core.pii_scrub(offsets, data, wide, types, ["tag"] * len(types), False, "bench", 0.0)
+    out = _core.pii_scrub(strings, types, ["tag"] * len(types), False, "bench", 0.0)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     ours = nbytes / 1e6 / cpu
     spans = sum(memoryview(out[4]).cast("Q"))
@@ -132,9 +132,9 @@ def speed(corpus: Path, mb: float, peer_mb: float, recognizers) -> None:
     print(f"speed: presidio on {peer_bytes / 1e6:.1f} MB ({len(peer_texts)} documents): {theirs:.2f} MB/s per core "
           f"(CPU {cpu:.2f} s), {found} spans")
     # tokpipe on presidio's slice too (the kernel documentation: denser in PII than the rest).
-    offsets, data, wide = string_buffers(pa.array(peer_texts, type=pa.large_string()))
+    strings, _, _ = arrow_strings(pa.array(peer_texts, type=pa.large_string()))
     cpu = time.process_time()
-    _core.pii_scrub(offsets, data, wide, types, ["tag"] * len(types), False, "bench", 0.0)
+    _core.pii_scrub(strings, types, ["tag"] * len(types), False, "bench", 0.0)
     same = peer_bytes / 1e6 / (time.process_time() - cpu)
     print(f"speed: tokpipe on presidio's {peer_bytes / 1e6:.1f} MB: {same:.1f} MB/s per core")
     print(f"speed ratio: tokpipe / presidio = {same / theirs:.0f}x per core on the same slice")

@@ -3,7 +3,7 @@
 ``gopher_quality``, ``gopher_repetition``, ``c4_quality`` and ``fineweb_quality`` against
 ``GopherQualityFilter``, ``GopherRepetitionFilter``, ``C4QualityFilter`` and
 ``FineWebQualityFilter``, on the same English documents of the benchmark corpus (sources
-linux-rst, python-txt and gcide of ``/work/shared/bench/build_corpus.py``).
+linux-rst, python-txt and gcide of ``../shared/bench/build_corpus.py``).
 
 For each filter it prints throughput per core for both, the ratio, and the share of documents
 on which the keep/drop decision (and the reason) agrees, with every kind of disagreement

@@ -2,7 +2,7 @@
 batches: one Rust call that prepares and scores every document) vs plain ``fasttext``
 predicting on the same documents, same model.
 
-    PYTHONPATH=python:. python3 benches/python/bench_quality_classifier.py [/work/bench_corpus/docs.jsonl]
+    PYTHONPATH=python:. python3 benches/python/bench_quality_classifier.py [BENCH_CORPUS/docs.jsonl]
         [--mb 40] [--batch 1024] [--dim 16] [--bucket 100000] [--runs 3]
 
 The model is trained first, quick, on the tests' data (the prose of ../shared/corpora/text
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,14 +40,17 @@ import pyarrow as pa
 from tests.quality_corpus import corpus
 from tests.quality_reference import arrow_prepare
 from tokpipe import _core
-from tokpipe.pipeline.kernels import string_buffers
+from tokpipe.pipeline.kernels import arrow_strings
 from tokpipe.pipeline.stages.quality_classifier import QualityClassifierFilter
 from tokpipe.quality import QualityClassifier, load_quality_classifier, prepare, train_quality_classifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(_corpus.DEFAULT_DOCS))
     ap.add_argument("--mb", type=float, default=40.0)
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--dim", type=int, default=16)
@@ -117,8 +121,8 @@ def main() -> None:
         def prepare_arrow() -> list[pa.Array]:
             out = []
             for b in arrow:
-                offsets, data, wide = string_buffers(b.column("text"))
-                o, d = _core.fasttext_prepare(offsets, data, wide, 10_000, "\n")
+                strings, _, _ = arrow_strings(b.column("text"))
+                o, d = _core.fasttext_prepare(strings, 10_000, "\n")
                 out.append(pa.LargeStringArray.from_buffers(len(b), pa.py_buffer(o), pa.py_buffer(d)))
             return out
 

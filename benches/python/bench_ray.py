@@ -1,8 +1,8 @@
 """The Ray engine against the local one: throughput of the same pipeline against the number
 of workers, on the same input.
 
-    PYTHONPATH=python python3 benches/python/bench_ray.py [/work/bench_corpus/docs.jsonl]
-        [--mb 60] [--copies 1] [--task-mb 8] [--workers 1 2] [--out /tmp/bench-ray]
+    PYTHONPATH=python python3 benches/python/bench_ray.py [BENCH_CORPUS/docs.jsonl]
+        [--mb 60] [--copies 1] [--task-mb 8] [--workers 1 2] [--out SCRATCH/ray]
 
 The input is the first ``--mb`` MB of the corpus (whole lines), the pipeline
 ``exact_dedup``, ``gopher_quality``, ``minhash_dedup``. ``--copies K`` repeats that input K
@@ -18,9 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
 
 CONFIG = {"stages": [{"type": "exact_dedup"}, {"type": "gopher_quality"}, {"type": "minhash_dedup"}]}
 
@@ -32,10 +37,10 @@ def kept_ids(out: str) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(_corpus.DEFAULT_DOCS))
     ap.add_argument("--mb", type=int, default=60)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--out", default="/tmp/bench-ray")
+    ap.add_argument("--out", default=str(_corpus.SCRATCH / "ray"))
     ap.add_argument("--copies", type=int, default=1)
     ap.add_argument("--task-mb", type=int, default=8)
     args = ap.parse_args()

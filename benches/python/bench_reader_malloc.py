@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import DEFAULT_CORPUS, print_machine_facts  # noqa: E402
+from _corpus import DEFAULT_CORPUS, VOCAB_DIR, print_machine_facts  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
 from tokpipe.pipeline.config import StageSpec
-from tokpipe.pipeline.engines.local import _prefetched
+from tokpipe.pipeline.engines.units import prefetched
 from tokpipe.pipeline.engines.workers import keep_freed_memory
 from tokpipe.pipeline.readers import ReaderOptions, plan_tasks, read_task
 
@@ -40,7 +40,7 @@ def usage():
 t0, c0, f0 = usage()
 documents = 0
 for task in plan_tasks([path], options):
-    for batch in _prefetched(read_task(task, options, lambda error: None)):
+    for batch in prefetched(read_task(task, options, lambda error: None)):
         documents += batch.num_rows
         if stage is not None:
             stage.process(batch)
@@ -52,7 +52,7 @@ print(json.dumps({"documents": documents, "wall": t1 - t0, "cpu": c1 - c0, "faul
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    p.add_argument("--vocab", default="/work/shared/corpora/vocab/cl100k_base.tiktoken.gz")
+    p.add_argument("--vocab", default=str(VOCAB_DIR / "cl100k_base.tiktoken.gz"))
     p.add_argument("--runs", type=int, default=5)
     args = p.parse_args()
     path = args.corpus / "docs.jsonl"

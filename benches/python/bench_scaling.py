@@ -1,7 +1,7 @@
 """How the Rust core scales with cores: each kernel's throughput at 1, 2, 4, ... threads, with
 the encoders' peers (tiktoken, HF tokenizers) beside tokpipe on the same texts.
 
-    PYTHONPATH=python python3 benches/python/bench_scaling.py [docs.jsonl] [--mb 64]
+    PYTHONPATH=python python3 benches/python/bench_scaling.py [BENCH_CORPUS/docs.jsonl] [--mb 64]
         [--threads 1 2 4 8 16] [--runs 3] [--vocab-dir ../shared/corpora/vocab]
 
 Each thread count runs in a fresh child process pinned to that many CPUs
@@ -25,9 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _corpus import print_machine_facts  # noqa: E402
-
-DEFAULT_VOCAB_DIR = HERE.parents[1].parent / "shared" / "corpora" / "vocab"
+from _corpus import CACHE, DEFAULT_DOCS, VOCAB_DIR, print_machine_facts  # noqa: E402
 
 
 def load_texts(corpus: str, mb: int) -> list[str]:
@@ -52,7 +50,7 @@ def kernels(texts: list[str], vocab_dir: str, threads: int) -> dict[str, object]
 
     column = pa.array(texts, pa.large_string())
     batch = pa.record_batch({"id": pa.array([str(i) for i in range(len(texts))]), "text": column})
-    vocab = Vocab("cl100k", Path(vocab_dir), Path("/tmp/tokpipe-bench-cache"))
+    vocab = Vocab("cl100k", Path(vocab_dir), CACHE)
     work: dict[str, object] = {}
     for name in ("tokpipe", "tiktoken", "hf-tokenizers"):
         encoder = ENCODERS[name]
@@ -88,11 +86,11 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(DEFAULT_DOCS))
     ap.add_argument("--mb", type=int, default=64)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--vocab-dir", default=str(DEFAULT_VOCAB_DIR))
+    ap.add_argument("--vocab-dir", default=str(VOCAB_DIR))
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

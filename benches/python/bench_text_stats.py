@@ -1,6 +1,6 @@
 """text_stats, blocklist and language stages: throughput on the bench corpus.
 
-    PYTHONPATH=python python3 benches/python/bench_text_stats.py [/work/bench_corpus/docs.jsonl] [--mb 50]
+    PYTHONPATH=python python3 benches/python/bench_text_stats.py [BENCH_CORPUS/docs.jsonl] [--mb 50]
         [--language-docs 2000]
 
 Reads the corpus's first ``--mb`` MB of documents (in file order). Prints MB/s (wall clock)
@@ -16,13 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import pyarrow as pa
 
 from tokpipe.pipeline.stages.language import LanguageFilter
 from tokpipe.pipeline.stages.text_stats import Blocklist, TextStats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpus  # noqa: E402
 
 # A blocklist of common English words and phrases, so that matches are frequent (the costly case).
 WORDS = ["the", "of the", "kernel", "driver", "memory", "function", "return", "python", "module", "error",
@@ -43,7 +48,7 @@ def timed(fn, repeat: int = 3) -> tuple[float, float]:
 def main() -> None:
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus", nargs="?", default="/work/bench_corpus/docs.jsonl")
+    ap.add_argument("corpus", nargs="?", default=str(_corpus.DEFAULT_DOCS))
     ap.add_argument("--mb", type=float, default=50.0, help="read this many MB of documents")
     ap.add_argument("--language-docs", type=int, default=2000)
     args = ap.parse_args()

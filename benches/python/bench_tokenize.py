@@ -48,9 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from _corpus import DEFAULT_CORPUS, log, print_machine_facts  # noqa: E402
-
-VOCAB = Path("/work/shared/corpora/vocab")
+from _corpus import DEFAULT_CORPUS, VOCAB_DIR, log, print_machine_facts  # noqa: E402
 
 
 def write_slice(src: Path, dst: Path, mb: float) -> None:
@@ -162,7 +160,7 @@ def main() -> None:
     p.add_argument("--formats", action="store_true",
                    help="also one output format at a time, and a 1 MB shuffle buffer (many key ranges)")
     p.add_argument("--memory", default="", help="peak memory over these numbers of copies of docs.jsonl, e.g. 1,2,4")
-    p.add_argument("--vocab", default="cl100k_base.tiktoken.gz")
+    p.add_argument("--vocab", default="cl100k_base.tiktoken.gz", help=f"a file in {VOCAB_DIR}, or a path")
     p.add_argument("--workers", type=int, default=None, help="tokenize's --workers [its default]")
     p.add_argument("--threads", type=int, default=None, help="tokenize's --threads [its default]")
     p.add_argument("--shuffle-buffer", default=None, help="tokenize's --shuffle-buffer [its default]")
@@ -172,7 +170,7 @@ def main() -> None:
 
     print_machine_facts()
     scratch = Path(tempfile.mkdtemp(prefix="bench-tokenize-", dir=args.scratch))
-    tokenizer_path = str(VOCAB / args.vocab)
+    tokenizer_path = str(VOCAB_DIR / args.vocab)
     docs = args.corpus / "docs.jsonl"
 
     def command(inputs: list[Path], out: Path, *extra: str) -> list[str]:

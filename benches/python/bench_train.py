@@ -242,7 +242,7 @@ def main(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("--corpus", type=Path, default=_corpus.DEFAULT_CORPUS,
-                    help="benchmark corpus directory (built by /work/shared/bench/build_corpus.py)")
+                    help="benchmark corpus directory (built by ../shared/bench/build_corpus.py)")
     ap.add_argument("--sources", default=",".join(_corpus.DEFAULT_SOURCES), help="corpus sources to train on")
     ap.add_argument("--max-mb", type=float, default=0, help="use about this many MB (same mix of sources); 0: all")
     ap.add_argument("--trainers", default=",".join(TRAINERS), help=f"subset of {','.join(TRAINERS)}")

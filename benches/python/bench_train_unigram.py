@@ -144,7 +144,8 @@ def measure(name: str, a, work: Path) -> dict:
 
 
 def quality_spm(model: Path, held_out: list[str]) -> dict:
-    from tokpipe import _unigram_eval as ev
+    sys.path.insert(0, str(_corpus.REPO))
+    from tests import unigram_eval as ev
 
     return ev.quality(ev.processor(model.read_bytes()), held_out)
 

@@ -3,12 +3,12 @@
 tokie, on the same documents; with ``--train-bpe N``, also of a sentencepiece BPE model.
 
 What is measured: for every encoder and each sentencepiece model (by default the two shared
-ones, /work/shared/corpora/vocab/spm_botchan_unigram_1000.model and spm_ja_unigram_8000.model),
+ones, ../shared/corpora/vocab/spm_botchan_unigram_1000.model and spm_ja_unigram_8000.model),
 the benchmark corpus's documents (by default its sources linux-rst, python-txt, gcide and
 fortunes-zh, cut to --max-mb with the same mix) encoded to ids, no special tokens.
 ``--train-bpe 32000`` first trains a sentencepiece BPE model of that size with Llama's options
 (byte fallback, digits split, identity normalization, spaces kept, whitespace-only pieces) on
-the same documents (cached in /tmp/tokpipe-bench-cache) and measures it as well.
+the same documents (cached in SCRATCH/cache) and measures it as well.
 
   sentencepiece  ``SentencePieceProcessor(model_file=...)``, ``encode``
   tokpipe        ``Tokenizer.from_sentencepiece(...)``, ``encode``
@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 import _encode_children  # noqa: E402
 
-VOCAB = Path("/work/shared/corpora/vocab")
 MODELS = ("spm_botchan_unigram_1000.model", "spm_ja_unigram_8000.model")
 ENCODERS = ("sentencepiece", "tokpipe", "hf-tokenizers", "tokpipe-json", "tokie")
 
@@ -101,7 +100,7 @@ def train_spm_bpe(args, vocab_size: int) -> Path:
     import sentencepiece as spm
 
     key = hashlib.sha256(f"{args.corpus}|{args.sources}|{args.max_mb}|{vocab_size}".encode()).hexdigest()[:12]
-    path = Path("/tmp/tokpipe-bench-cache") / f"{key}-spm-bpe-{vocab_size}.model"
+    path = _corpus.CACHE / f"{key}-spm-bpe-{vocab_size}.model"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +129,7 @@ def main() -> None:
 
     _corpus.print_machine_facts(("tokpipe", "sentencepiece", "tokenizers", "tokie", "transformers"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-unigram-"))
-    models = [VOCAB / name for name in args.models.split(",") if name]
+    models = [_corpus.VOCAB_DIR / name for name in args.models.split(",") if name]
     if args.train_bpe:
         models.append(train_spm_bpe(args, args.train_bpe))
     for model in models:

@@ -4,7 +4,7 @@ same documents.
 
 What is measured: for every encoder, the benchmark corpus's documents (by default its sources
 linux-rst, python-txt, gcide and fortunes-zh, cut to --max-mb with the same mix) encoded with
-the BERT uncased vocabulary (/work/shared/corpora/vocab/bert_base_uncased_vocab.txt): BERT
+the BERT uncased vocabulary (../shared/corpora/vocab/bert_base_uncased_vocab.txt): BERT
 normalizer (lowercase, strip accents), BERT pre-tokenizer, WordPiece, no special tokens.
 
   doc    a Python loop of one-document encodes, the process pinned to one CPU;
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus  # noqa: E402
 import _encode_children  # noqa: E402
 
-VOCAB = Path("/work/shared/corpora/vocab/bert_base_uncased_vocab.txt")
+VOCAB = _corpus.VOCAB_DIR / "bert_base_uncased_vocab.txt"
 ENCODERS = ("hf-tokenizers", "tokpipe", "tokie")
 
 

@@ -3,7 +3,7 @@
 thread and child process) over the command, samples bucketed by symbol.
 
     python3 benches/python/perf_breakdown.py -- python3 -c "from tokpipe.cli import main; main()" \\
-        tokenize /work/bench_corpus/docs.jsonl -t .../cl100k_base.tiktoken.gz -o OUT --format both \\
+        tokenize BENCH_CORPUS/docs.jsonl -t ../shared/corpora/vocab/cl100k_base.tiktoken.gz -o OUT --format both \\
         --pack --seq-len 2048 -q
 
 Buckets (first match wins, by symbol or library): token encoding (tokpipe's BPE, its

@@ -1,7 +1,7 @@
 //! Pre-tokenizer throughput: each hand-written preset scanner against fancy-regex running the
 //! published pattern, on the shared corpora (English, Japanese, Chinese, English web text).
 //! Why: the scanners exist only to be faster than the regex while giving the same pieces, so
-//! this is the number that justifies them. Run with `cargo bench -p tokpipe-core --bench encode`;
+//! this is the number that justifies them. Run with `cargo bench -p tokpipe-benches --bench encode`;
 //! criterion reports MB/s (decimal bytes) per corpus, preset and engine.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -2,7 +2,7 @@
 //! lines, as HF reads files): counting pre-tokens alone, and counting plus learning an 8k
 //! vocabulary. The Python side-by-side with HF and gigatoken is `benches/python/bench_train.py`;
 //! this one isolates the core so a change to the counter or the merge loop shows up on its
-//! own. Run with `cargo bench -p tokpipe-core --bench train`.
+//! own. Run with `cargo bench -p tokpipe-benches --bench train`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::{Path, PathBuf};

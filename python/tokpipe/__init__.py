@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from tokpipe._core import __version__
 from tokpipe.errors import (
+    ArgumentTypeError,
     CorpusError,
     EncodeError,
     FormatError,
     InvalidArgumentError,
+    InternalError,
     PatternError,
+    StateError,
     TokpipeError,
 )
 from tokpipe.tokenizer import Tokenizer
@@ -57,6 +60,9 @@ __all__ = [
     "FormatError",
     "PatternError",
     "InvalidArgumentError",
+    "ArgumentTypeError",
     "EncodeError",
     "CorpusError",
+    "StateError",
+    "InternalError",
 ]

@@ -15,8 +15,11 @@ __all__ = [
     "FormatError",
     "PatternError",
     "InvalidArgumentError",
+    "ArgumentTypeError",
     "EncodeError",
     "CorpusError",
+    "StateError",
+    "InternalError",
     "ConfigError",
     "PipelineError",
     "ConfigWarning",
@@ -40,12 +43,29 @@ class InvalidArgumentError(TokpipeError, ValueError):
     """An argument cannot work (vocabulary too small, unknown token id, bad special token)."""
 
 
+class ArgumentTypeError(TokpipeError, TypeError):
+    """An argument of the wrong kind: one string where a list of paths or texts is expected,
+    a table where a record batch is, a column of the wrong Arrow type, a stage class without a
+    ``name``. Also a ``TypeError``, as Python raises for such calls."""
+
+
 class EncodeError(TokpipeError, ValueError):
     """Text could not be encoded as asked."""
 
 
 class CorpusError(TokpipeError):
     """A training corpus is unusable: missing, empty, or invalid under ``strict``."""
+
+
+class StateError(TokpipeError, RuntimeError):
+    """An object was used in a state that forbids the call: a trainer asked to train a second
+    time (or after an earlier call failed), a writer, reader or index used after it closed."""
+
+
+class InternalError(TokpipeError, RuntimeError):
+    """A bug in tokpipe: its Rust core panicked, or an invariant of its own code broke. The
+    message says what failed; please report it. Raised instead of letting a panic unwind into
+    the interpreter."""
 
 
 class ConfigError(TokpipeError, ValueError):

@@ -5,8 +5,9 @@ ARPA file and scores text exactly as the ``kenlm`` module does, in Rust.
 What a sentence is: one line of text, scored as ``<s> line </s>``, as in KenLM. Its words are
 either the line's whitespace-separated words (``tokenizer=None``; KenLM's spaces: space, tab,
 CR, VT, FF), which is what CCNet and KenLM users feed after their own tokenization, or the
-tokens of a ``tokenizer.json`` written as its vocabulary writes them (byte-level: ``Ġthe``), so
-``kenlm.Model.score(" ".join(tokens))`` gives the same score. A document is scored as CCNet
+tokens of a tokenizer (any file ``Tokenizer.from_file`` reads) written as its vocabulary
+writes them (byte-level: ``Ġthe``), so ``kenlm.Model.score(" ".join(tokens))`` gives the
+same score. A document is scored as CCNet
 scores it: cut at every ``\\n``, each line a sentence; its perplexity is
 ``10 ** (-sum(log10 p) / n)`` with ``n`` the tokens plus one ``</s>`` per line.
 """
@@ -56,8 +57,8 @@ class LanguageModel:
 
     @classmethod
     def load(cls, path: StrPath, tokenizer: TokenizerLike = None) -> LanguageModel:
-        """Loads an ARPA file; with ``tokenizer`` (a ``Tokenizer`` or a tokenizer.json path)
-        lines are scored as its tokens, else as whitespace-separated words."""
+        """Loads an ARPA file; with ``tokenizer`` (a ``Tokenizer`` or a path
+        ``Tokenizer.from_file`` reads) lines are scored as its tokens, else as whitespace-separated words."""
         return cls(_core.NgramModel.load_arpa(os.fspath(path), _core_tokenizer(tokenizer)))
 
     def with_tokenizer(self, tokenizer: TokenizerLike) -> LanguageModel:
@@ -92,12 +93,12 @@ class LanguageModel:
                         normalize: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Per document: summed log10 P over its lines (float64) and its length, tokens plus
         one ``</s>`` per line (uint64); in Rust on all cores."""
-        from tokpipe.pipeline.kernels import string_buffers
+        from tokpipe.pipeline.kernels import arrow_strings
 
         if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
             texts = pa.array(list(texts), type=pa.string())
-        offsets, data, wide = string_buffers(texts)
-        scores, lengths = self._core.document_scores(offsets, data, wide, normalize)
+        strings, _, _ = arrow_strings(texts)
+        scores, lengths = self._core.document_scores(strings, normalize)
         return np.frombuffer(scores, dtype=np.float64), np.frombuffer(lengths, dtype=np.uint64)
 
     def perplexity(self, text: str, normalize: bool = False) -> float:
@@ -183,8 +184,8 @@ def train_lm(
     on ``texts`` (an iterable of documents).
 
     Every line of a document is a sentence (a final line break does not start another). Words
-    are whitespace-separated, or the tokens of ``tokenizer`` (a ``Tokenizer`` or tokenizer.json
-    path). ``prune`` is ``lmplz --prune``: count thresholds per order from unigrams (the
+    are whitespace-separated, or the tokens of ``tokenizer`` (a ``Tokenizer`` or a path
+    ``Tokenizer.from_file`` reads). ``prune`` is ``lmplz --prune``: count thresholds per order from unigrams (the
     first must be 0, they must not decrease, the last repeats); an n-gram seen at most that
     many times is dropped. ``normalize`` applies CCNet's line normalisation first (score with
     the same setting). ``discount_fallback`` (``lmplz --discount_fallback``, e.g.

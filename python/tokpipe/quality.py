@@ -81,14 +81,9 @@ def _column(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Arra
 def prepare(texts: pa.Array | pa.ChunkedArray | Sequence[str | None], max_chars: int | None = DEFAULT_MAX_CHARS) -> list[str]:
     """The one-line form of each text that the model is trained on and scores (see the module
     docstring; null texts read as empty), computed in Rust on all cores."""
-    from tokpipe import _core
-    from tokpipe.pipeline.kernels import string_buffers
+    from tokpipe.pipeline.kernels import fasttext_prepare
 
-    column = _column(texts)
-    offsets, data, wide = string_buffers(column)
-    out_offsets, out_data = _core.fasttext_prepare(offsets, data, wide, max_chars)
-    return pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(out_offsets),
-                                            pa.py_buffer(out_data)).to_pylist()
+    return fasttext_prepare(_column(texts), max_chars).to_pylist()
 
 
 #: What a line that repeats an earlier line of its document (after lowercasing, ends
@@ -186,11 +181,9 @@ class QualityClassifier:
         return self._model
 
     def _scores(self, texts: pa.Array | pa.ChunkedArray | Sequence[str | None], prepared: bool) -> np.ndarray:
-        from tokpipe.pipeline.kernels import string_buffers
+        from tokpipe.pipeline.kernels import fasttext_scores
 
-        offsets, data, wide = string_buffers(_column(texts))
-        raw = self._scorer.quality_scores(offsets, data, wide, self._positive, not prepared, self.max_chars)
-        return np.frombuffer(raw, dtype="<f8")
+        return fasttext_scores(self._scorer, _column(texts), self._positive, not prepared, self.max_chars)
 
     def score_prepared(self, lines: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
         """Scores of lines already ``prepare``d."""

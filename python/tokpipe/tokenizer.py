@@ -13,7 +13,8 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, Union
 
 from tokpipe import _core
-from tokpipe.errors import InvalidArgumentError
+from tokpipe.errors import FormatError, InvalidArgumentError
+from tokpipe.tokenizer_files import detect, gpt2_pair, read_head, tiktoken_pattern
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,7 +31,7 @@ class Tokenizer:
     """A tokenizer: normalizer, pre-tokenizer, model (byte-level BPE, WordPiece or Unigram),
     special tokens, the post-processor (``[CLS] … [SEP]``, ``<s> … </s>``) and the decoder.
 
-    Build one with :meth:`from_file` (HF ``tokenizer.json`` or sentencepiece ``.model``),
+    Build one with :meth:`from_file` (any file below, told by its content),
     :meth:`from_sentencepiece`, :meth:`from_tiktoken`, :meth:`from_gpt2`,
     :meth:`from_wordpiece_vocab` (BERT ``vocab.txt``), :func:`tokpipe.train_bpe` or
     :func:`tokpipe.train_wordpiece`.
@@ -48,10 +49,40 @@ class Tokenizer:
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: StrPath) -> Tokenizer:
-        """Load an HF ``tokenizer.json`` (byte-level BPE, WordPiece or Unigram) or a
-        sentencepiece ``.model``, told apart by their content, not their name."""
-        return cls(_core.Tokenizer.from_file(os.fspath(path)))
+    def from_file(cls, path: StrPath, pattern: str | None = None) -> Tokenizer:
+        """Load any tokenizer file tokpipe reads, told apart by its content (see
+        :mod:`tokpipe.tokenizer_files`), plain or gzip:
+
+        - an HF ``tokenizer.json`` (byte-level BPE, WordPiece or Unigram);
+        - a sentencepiece ``.model``;
+        - a ``.tiktoken`` rank file: its pre-tokenizer ``pattern`` (a preset or a regex, as
+          :meth:`from_tiktoken` takes) is told by the file's name when not given: cl100k,
+          o200k, or GPT-2's for p50k, r50k and gpt2; OpenAI's special tokens come with
+          OpenAI's files;
+        - GPT-2's ``encoder.json`` or ``vocab.bpe``, with the other file of the pair beside it
+          (same prefix: ``gpt2_encoder.json``, ``gpt2_vocab.bpe``), as :meth:`from_gpt2`;
+        - BERT's ``vocab.txt`` (not gzip), as :meth:`from_wordpiece_vocab` with its defaults
+          (uncased); call that for other settings.
+
+        ``pattern`` applies to ``.tiktoken`` files only.
+        """
+        name = os.fspath(path)
+        head, gzipped, whole = read_head(name)
+        kind = detect(head, whole)
+        if pattern is not None and kind != "tiktoken":
+            raise InvalidArgumentError(f"{name}: pattern= applies to .tiktoken rank files, and this is "
+                                       f"{'not a tokenizer file tokpipe knows' if kind is None else 'a ' + kind}")
+        if kind == "tiktoken":
+            return cls.from_tiktoken(name, pattern=pattern or tiktoken_pattern(name))
+        if kind in ("gpt2-encoder", "gpt2-merges"):
+            return cls.from_gpt2(*gpt2_pair(name, kind))
+        if kind == "vocab.txt":
+            if gzipped:
+                raise FormatError(f"{name}: a gzip vocab.txt is not read; unzip it")
+            return cls.from_wordpiece_vocab(name)
+        # tokenizer.json, .model, or unknown: the core tells JSON from protobuf, and says
+        # what is wrong with anything else.
+        return cls(_core.Tokenizer.from_file(name))
 
     @classmethod
     def from_sentencepiece(cls, path: StrPath) -> Tokenizer:
@@ -162,17 +193,17 @@ class Tokenizer:
         any, so a row without tokens stays empty. Null rows encode as empty text."""
         import pyarrow as pa
 
-        from tokpipe.pipeline.kernels import string_buffers
+        from tokpipe.pipeline.kernels import arrow_strings
 
         if dtype not in ("uint16", "uint32"):
-            raise ValueError(f"dtype must be 'uint16' or 'uint32', not {dtype!r}")
-        offsets, data, wide = string_buffers(column)
-        ids, bounds = self._core.encode_arrow(offsets, data, wide, num_threads, allowed_special or None,
+            raise InvalidArgumentError(f"dtype must be 'uint16' or 'uint32', not {dtype!r}")
+        strings, rows, _ = arrow_strings(column)
+        ids, bounds = self._core.encode_arrow(strings, num_threads, allowed_special or None,
                                               append_id, dtype == "uint16")
         value_type = pa.uint16() if dtype == "uint16" else pa.uint32()
         values = pa.Array.from_buffers(value_type, len(ids) // (2 if dtype == "uint16" else 4),
                                        [None, pa.py_buffer(ids)])
-        return pa.LargeListArray.from_buffers(pa.large_list(value_type), len(offsets) - 1,
+        return pa.LargeListArray.from_buffers(pa.large_list(value_type), rows,
                                               [None, pa.py_buffer(bounds)], children=[values])
 
     def encode_nbest(self, text: str, n: int, *, scores: bool = False) -> list[list[int]] | list[tuple[list[int], float]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from tokpipe import _core
-from tokpipe.errors import CorpusError
+from tokpipe.errors import ArgumentTypeError, CorpusError
 from tokpipe.tokenizer import Tokenizer
 
 __all__ = ["train_bpe", "train_wordpiece", "train_unigram", "CorpusReport", "TRAINING_SUFFIXES",
@@ -100,7 +100,7 @@ def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
         return [Path(files)]
     paths = list(files)
     if not all(isinstance(p, (str, os.PathLike)) for p in paths):
-        raise TypeError("files must be paths (str or os.PathLike); pass strings to train on as texts=")
+        raise ArgumentTypeError("files must be paths (str or os.PathLike); pass strings to train on as texts=")
     return [Path(p) for p in paths]
 
 
@@ -144,7 +144,7 @@ def _feed_texts(trainer: _CoreTrainer, texts: Iterable[str], report: CorpusRepor
     batch: list[str] = []
     for text in texts:
         if not isinstance(text, str):
-            raise TypeError(f"training input must be strings, got {type(text).__name__}")
+            raise ArgumentTypeError(f"training input must be strings, got {type(text).__name__}")
         batch.append(text)
         if len(batch) >= _BATCH:
             trainer.feed(batch)
@@ -237,7 +237,7 @@ def train_wordpiece(
     """
     check_corpus_arguments("train_wordpiece", files, texts)
     if any(len(c) != 1 for c in initial_alphabet):
-        raise TypeError("initial_alphabet must hold single characters")
+        raise ArgumentTypeError("initial_alphabet must hold single characters")
     trainer = _core.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -370,9 +370,9 @@ def check_corpus_arguments(name: str, files: object, texts: object) -> None:
     """A trainer takes files or texts=, one of them: a list of paths passed as texts would be
     trained on as text."""
     if (files is None) == (texts is None):
-        raise TypeError(f"{name} takes either files or texts=, not both and not neither")
+        raise ArgumentTypeError(f"{name} takes either files or texts=, not both and not neither")
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be an iterable of strings, not one string")
+        raise ArgumentTypeError("texts must be an iterable of strings, not one string")
 
 
 def feed_corpus(trainer: Any, files: Any, texts: Iterable[str] | None, *, strict: bool, text_field: str,

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import VOCAB
 from tests.parity.peers import tiktoken_encoding
-from tests.pipeline.test_tokenized import corpus_records, expected_docs, expected_order, read_megatron
+from tests.pipeline.tokenize.helpers import corpus_records, expected_docs, expected_order, read_megatron
 
 GPT2 = str(VOCAB / "gpt2_encoder.json")
 

@@ -40,6 +40,18 @@ def test_slices_chunks_and_nulls() -> None:
     assert exact_dedup_keys(pa.array([], type=pa.string()), True, True).to_pylist() == []
 
 
+def test_large_string_slices_reach_the_kernel_at_their_offset() -> None:
+    # The kernels read a column through the Arrow C data interface: a slice's offset applies
+    # to 64-bit offsets too, and a slice at the end or of nothing has no rows.
+    texts = ["x" * 70, None, "Öl  und\nWasser", "", "z"]
+    column = pa.array(texts, type=pa.large_string())
+    assert exact_dedup_keys(column.slice(1), True, True).to_pylist() == [reference(t) for t in texts[1:]]
+    assert exact_dedup_keys(column.slice(2, 1), True, True).to_pylist() == [reference(texts[2])]
+    assert exact_dedup_keys(column.slice(5), True, True).to_pylist() == []
+    assert exact_dedup_keys(pa.array([None, None], type=pa.large_string()), True, True).to_pylist() \
+        == [reference(None)] * 2
+
+
 # Characters Python's Unicode tables leave unassigned (Cn) are left out: Rust may know a newer
 # Unicode version whose case mappings cover them.
 @settings(max_examples=300, deadline=None)

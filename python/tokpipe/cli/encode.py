@@ -11,7 +11,8 @@ from typing import IO
 
 import click
 
-from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.cli.app import UsageError, cli, friendly_errors
+from tokpipe.cli.options import threads_option, tokenizer_option
 from tokpipe.tokenizer import Tokenizer
 
 # Documents encoded per encode_batch call: enough to keep every core busy, little memory.
@@ -60,8 +61,7 @@ def _batches(docs: Iterator[str]) -> Iterator[list[str]]:
 
 
 @cli.command("encode")
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="An HF tokenizer.json (from train-bpe, say) or a sentencepiece .model.")
+@tokenizer_option()
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
               help="text: one line of space-separated ids per document; jsonl: {\"ids\": [...]} per document; "
@@ -70,7 +70,7 @@ def _batches(docs: Iterator[str]) -> Iterator[list[str]]:
               help="Write here instead of standard output.")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the text in .jsonl input.")
 @click.option("--allow-special", is_flag=True, help="Turn special-token strings in the text into their ids.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="Threads to encode with (default: all cores).")
+@threads_option("Threads to encode with", default_help="all cores")
 @friendly_errors
 def encode_command(tokenizer_path: str, inputs: tuple[str, ...], fmt: str, output: Path | None, text_field: str,
                    allow_special: bool, threads: int | None) -> None:
@@ -101,8 +101,7 @@ def encode_command(tokenizer_path: str, inputs: tuple[str, ...], fmt: str, outpu
 
 
 @cli.command("decode")
-@click.option("-t", "--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="An HF tokenizer.json or a sentencepiece .model.")
+@tokenizer_option()
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "npy"]), default="text", show_default=True,
               help="What INPUTS hold, as written by `tokpipe encode --format`.")

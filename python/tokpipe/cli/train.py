@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import UsageError, cli, corpus_options, friendly_errors
+from tokpipe.cli.app import UsageError, cli, friendly_errors
+from tokpipe.cli.display import print_summary
+from tokpipe.cli.options import corpus_options
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.train import (
     BERT_SPECIAL_TOKENS,
@@ -20,10 +22,6 @@ from tokpipe.train import (
     train_unigram,
     train_wordpiece,
 )
-
-# Set-aside examples printed after the summary (the report holds up to 20).
-_SHOWN = 5
-
 
 @cli.command("train-bpe")
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -88,18 +86,8 @@ def train_bpe_command(
 
 
 def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tuple[str, str]], started: float) -> None:
-    summary = report[0] if report else None
-    rows = [("vocabulary", f"{vocab_size:,}")] + outputs
-    if summary is not None:
-        rows = summary.rows() + rows
-    rows.append(("seconds", f"{time.perf_counter() - started:.1f}"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        click.echo(f"{key:<{width}}  {value}", err=True)
-    if summary is not None and summary.examples:
-        click.echo(f"first set-aside input ({min(len(summary.examples), _SHOWN)} of {sum(summary.set_aside.values()):,}):", err=True)
-        for path, line, why in summary.examples[:_SHOWN]:
-            click.echo(f"  {path}:{line}: {why}", err=True)
+    rows = [("vocabulary", f"{vocab_size:,}"), *outputs, ("seconds", f"{time.perf_counter() - started:.1f}")]
+    print_summary(rows, report[0] if report else None)
 
 
 @cli.command("train-wordpiece")

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import UsageError, cli, corpus_options, friendly_errors
+from tokpipe.cli.app import UsageError, cli, friendly_errors
+from tokpipe.cli.display import print_summary
+from tokpipe.cli.options import corpus_options, tokenizer_option
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.lm import train_lm
 from tokpipe.train import CorpusReport
 
-# Set-aside examples printed after the summary (the report holds up to 20).
-_SHOWN = 5
 _LMPLZ_FALLBACK = "0.5 1 1.5"
 
 
@@ -32,9 +32,8 @@ def _numbers(value: str, option: str, kind: type) -> list:
               show_default=True, help="Where to write the ARPA file.")
 @click.option("--order", type=click.IntRange(2, 12), default=5, show_default=True,
               help="The n-gram order (kenlm's default build loads orders 2 to 6).")
-@click.option("--tokenizer", "tokenizer", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="A tokenizer.json: the model's words are its tokens (as its vocabulary writes them, Ġthe). "
-                   "Without it, words are the whitespace-separated words of each line.")
+@tokenizer_option(required=False, about="The model's words are its tokens (as its vocabulary writes them, Ġthe). "
+                                     "Without it, words are the whitespace-separated words of each line.")
 @click.option("--prune", default="", metavar="'T1 T2 ...'",
               help="lmplz --prune: count thresholds per order from unigrams, e.g. '0 1 1'; n-grams seen at most "
                    "that often are dropped. The first must be 0, they must not decrease, the last repeats.")
@@ -50,7 +49,7 @@ def train_lm_command(
     corpus: tuple[Path, ...],
     output: Path,
     order: int,
-    tokenizer: Path | None,
+    tokenizer_path: str | None,
     prune: str,
     normalize: bool,
     discount_fallback: str | None,
@@ -74,7 +73,7 @@ def train_lm_command(
         fallback = (values[0], values[1], values[2])
     report: list[CorpusReport] = []
     try:
-        lm = train_lm(list(corpus), order=order, tokenizer=tokenizer, prune=thresholds, normalize=normalize,
+        lm = train_lm(list(corpus), order=order, tokenizer=tokenizer_path, prune=thresholds, normalize=normalize,
                       discount_fallback=fallback, show_progress=not quiet and sys.stderr.isatty(), strict=strict,
                       text_field=text_field, report=report)
     except InvalidArgumentError as e:
@@ -83,18 +82,9 @@ def train_lm_command(
     lm.save(output)
     if quiet:
         return
-    summary = report[0] if report else None
-    rows = summary.rows() if summary is not None else []
-    rows += [("sentences", f"{lm.sentences:,}"), ("tokens", f"{lm.tokens:,}")]
+    rows = [("sentences", f"{lm.sentences:,}"), ("tokens", f"{lm.tokens:,}")]
     for n, (kept, counted, d) in enumerate(zip(lm.kept, lm.counted, lm.discounts), start=1):
         pruned = f" (of {counted:,})" if kept != counted else ""
         rows.append((f"{n}-grams", f"{kept:,}{pruned}  D1={d[0]:.3f} D2={d[1]:.3f} D3+={d[2]:.3f}"))
     rows += [("output", str(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        click.echo(f"{key:<{width}}  {value}", err=True)
-    if summary is not None and summary.examples:
-        click.echo(f"first set-aside input ({min(len(summary.examples), _SHOWN)} of {sum(summary.set_aside.values()):,}):",
-                   err=True)
-        for path, line, why in summary.examples[:_SHOWN]:
-            click.echo(f"  {path}:{line}: {why}", err=True)
+    print_summary(rows, report[0] if report else None)

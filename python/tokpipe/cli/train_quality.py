@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
-from tokpipe.cli import UsageError, cli, friendly_errors
+from tokpipe.cli.app import UsageError, cli, friendly_errors
+from tokpipe.cli.display import print_summary
+from tokpipe.cli.options import threads_option
 from tokpipe.errors import InvalidArgumentError
 
 
@@ -33,8 +35,7 @@ from tokpipe.errors import InvalidArgumentError
               metavar="MIN MAX", help="Character n-grams inside words (fastText's minn maxn); 0 0: none.")
 @click.option("--bucket", type=click.IntRange(1), default=1_000_000, show_default=True,
               help="Hash buckets of the word n-grams.")
-@click.option("--threads", type=click.IntRange(1), default=1, show_default=True,
-              help="Training threads (1 makes training reproducible for a seed).")
+@threads_option("Training threads (1 makes training reproducible for a seed).", default=1)
 @click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet input.")
 @click.option("--split", type=click.Choice(["none", "lines", "paragraphs"]), default="none", show_default=True,
               help=".txt input: one document per file, per line or per paragraph.")
@@ -67,9 +68,7 @@ def train_quality_command(positive: tuple[Path, ...], negative: tuple[Path, ...]
         rows += [("held out", f"{v.documents:,} ({v.positives:,} positive)"), ("precision", f"{v.precision:.4f}"),
                  ("recall", f"{v.recall:.4f}"), ("auc", f"{v.auc:.4f}")]
     rows += [("output", str(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        click.echo(f"{key:<{width}}  {value}", err=True)
+    print_summary(rows)
 
 
 @cli.command("inspect")

@@ -13,11 +13,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register, registered_stages
+from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register
 from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, load_config, parse_config
 
 __all__ = ["Stage", "Filter", "GlobalStage", "StageResult", "StageStats", "register", "registered_stages",
            "PipelineConfig", "DEFAULT_STAGES", "load_config", "parse_config", "run", "open_dataset"]
+
+
+def registered_stages() -> dict[str, type[Stage]]:
+    """Every registered stage by name, the built-in ones included (see
+    :func:`tokpipe.pipeline.stages.registered_stages`; imported on first use, so that importing
+    the pipeline does not load every stage's dependencies)."""
+    from tokpipe.pipeline.stages import registered_stages as lookup
+
+    return lookup()
 
 
 def run(inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],

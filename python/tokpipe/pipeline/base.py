@@ -39,8 +39,10 @@ from typing import Any, ClassVar, Union
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "scratch_space", "StageResult", "StageStats", "Verdict", "register", "registered_stages",
-           "stage_class", "split_rejected", "REASON", "STAGE", "DUPLICATE_OF"]
+from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
+
+__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "GroupJoin", "split_by_task", "scratch_space", "StageResult", "StageStats", "Verdict", "register",
+           "REGISTRY", "StageRegistry", "split_rejected", "REASON", "STAGE", "DUPLICATE_OF"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
 REASON = "reason"
@@ -101,29 +103,37 @@ class StageResult:
     rejected: pa.RecordBatch | None = None
 
 
-_REGISTRY: dict[str, type[Stage]] = {}
+class StageRegistry:
+    """Stage classes by their ``name``, as :func:`register` records them.
+
+    Look stages up with :func:`tokpipe.pipeline.stages.registered_stages`, which imports the
+    built-in stages first; this module cannot, since they import it.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, type[Stage]] = {}
+
+    def add(self, cls: type[Stage]) -> type[Stage]:
+        if not cls.name:
+            raise ArgumentTypeError(f"{cls.__name__} needs a `name` to be registered")
+        existing = self._by_name.get(cls.name)
+        if existing is not None and existing is not cls:
+            raise ArgumentTypeError(f"stage name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
+        self._by_name[cls.name] = cls
+        return cls
+
+    def snapshot(self) -> dict[str, type[Stage]]:
+        """The stages registered so far, sorted by name."""
+        return dict(sorted(self._by_name.items()))
+
+
+#: The one registry: built-in stages and every user stage decorated with ``@register``.
+REGISTRY = StageRegistry()
 
 
 def register(cls: type[Stage]) -> type[Stage]:
     """Class decorator: make a stage usable by its ``name`` in configs and on the command line."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} needs a `name` to be registered")
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing is not cls:
-        raise TypeError(f"stage name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def registered_stages() -> dict[str, type[Stage]]:
-    """Every registered stage by name (the built-in ones are imported first)."""
-    import tokpipe.pipeline.stages  # noqa: F401  (registers the built-in stages)
-
-    return dict(sorted(_REGISTRY.items()))
-
-
-def stage_class(name: str) -> type[Stage] | None:
-    return registered_stages().get(name)
+    return REGISTRY.add(cls)
 
 
 class Stage:
@@ -229,7 +239,7 @@ class Filter(Stage):
             mask = mask.fill_null(False).to_numpy(zero_copy_only=False)
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (batch.num_rows,):
-            raise ValueError(f"stage {self.name}: keep() gave {mask.shape[0]} flags for {batch.num_rows} documents")
+            raise InvalidArgumentError(f"stage {self.name}: keep() gave {mask.shape[0]} flags for {batch.num_rows} documents")
         if not isinstance(reasons, str) and isinstance(reasons, (pa.Array, pa.ChunkedArray)):
             reasons = reasons.to_numpy(zero_copy_only=False)
         return self.reject(batch, mask, reasons)
@@ -282,6 +292,44 @@ def scratch_space(context: DecideContext | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+@dataclass(frozen=True)
+class GroupJoin:
+    """A global stage's decision cast as a group-by, which an engine may run across machines
+    (the Ray engine does, on Ray Data) instead of calling ``decide`` on the driver; see
+    ``GlobalStage.join``. Plain data and functions: the stage knows no engine.
+
+    The engine turns each task's keys into rows with ``rows(keys, positions)``: a table of
+    the ``by`` columns and ``pos``, the documents' global positions (in task order). It
+    groups every task's rows by ``by`` and, over the groups of more than one row, finds:
+
+    * with ``representatives`` None, each document's *keeper*: the smallest position in its
+      group (its own when it is alone), one int64 per document in global order. ``by`` is
+      then one column of binary values of one length.
+    * with ``representatives`` n, the candidate *pairs* of positions ``(a, b)``: each member
+      ``b`` of a group (in position order) with the group's first ``min(rank of b, n)``
+      members; an array of shape ``(k, 2)``, sorted and unique. The engine may first keep
+      only the rows whose last ``by`` value occurs in such a group: a row that gets through
+      on that value alone still lands in its own group, and a group of one pairs nothing.
+
+    ``finish(found, keys, sizes, context)`` makes ``decide``'s answer of what the engine
+    found, the keys (per task, as ``decide`` gets them), the documents per task, and the
+    context. ``name`` names the join in progress messages.
+    """
+
+    name: str
+    by: tuple[str, ...]
+    rows: Callable[[pa.Array, np.ndarray], pa.Table]
+    finish: Callable[[np.ndarray, Sequence[pa.Array], Sequence[int], DecideContext],
+                     Union[list[np.ndarray], list[Decision]]]
+    representatives: int | None = None
+
+
+def split_by_task(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Values in global order cut into one array per task of ``sizes`` documents."""
+    bounds = np.cumsum([0, *sizes])
+    return [values[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
+
+
 class GlobalStage(Stage):
     """A stage that must see the whole corpus before it can drop anything (deduplication).
 
@@ -297,6 +345,10 @@ class GlobalStage(Stage):
     with each batch of the task's documents before the duplicates are dropped (by default
     they are added to the documents). Counts ``decide`` puts in ``self.stats`` (``extra``, and
     ``dropped`` for what ``revise`` will drop) are reported with the stage's.
+
+    A stage whose decision is a group-by of its keys may say so with ``join`` (a
+    ``GroupJoin``): an engine that runs on a cluster (``ray``) then does the grouping there,
+    and the stage finishes the decision from what the grouping found.
     """
 
     scope = "global"
@@ -314,6 +366,11 @@ class GlobalStage(Stage):
 
     def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[np.ndarray] | list[Decision]:
         raise NotImplementedError(f"{type(self).__name__} must implement decide()")
+
+    def join(self) -> GroupJoin | None:
+        """This decision as a group-by an engine may distribute (see ``GroupJoin``), or None
+        (the default) when ``decide`` must run as it is."""
+        return None
 
     def revise(self, batch: pa.RecordBatch, columns: dict[str, pa.Array]) -> tuple[pa.RecordBatch, np.ndarray | None]:
         """Applies a ``Decision``'s columns to a batch of its task's documents, before the

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpipe.errors import ConfigError, ConfigWarning, TokpipeError
-from tokpipe.pipeline.base import Stage, registered_stages
+from tokpipe.pipeline.base import Stage
 
 __all__ = ["PipelineConfig", "StageSpec", "DEFAULT_STAGES", "load_config", "parse_config"]
 
@@ -47,7 +47,7 @@ class StageSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def build(self) -> Stage:
-        return registered_stages()[self.type](**self.params)
+        return _stages()[self.type](**self.params)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class PipelineConfig:
 
 
 def _effective_params(spec: StageSpec) -> dict[str, Any]:
-    signature = inspect.signature(registered_stages()[spec.type].__init__)
+    signature = inspect.signature(_stages()[spec.type].__init__)
     params = {name: p.default for name, p in signature.parameters.items()
               if name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty}
     params.update(spec.params)
@@ -83,7 +83,7 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
     items = data.get("stages")
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{source}: `stages` must be a non-empty list")
-    known = registered_stages()
+    known = _stages()
     specs = []
     built: list[Stage] = []
     for n, item in enumerate(items, 1):
@@ -141,3 +141,11 @@ def load_config(path: str | os.PathLike[str] | None) -> PipelineConfig:
     except Exception as e:  # each parser has its own error class; all mean "not valid syntax"
         raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'}: {' '.join(str(e).split())}") from None
     return parse_config(data, str(path))
+
+
+def _stages() -> dict[str, type[Stage]]:
+    """The registered stages, built-in ones imported on first use: importing the pipeline
+    (for a reader, say) does not load every stage's dependencies."""
+    from tokpipe.pipeline.stages import registered_stages
+
+    return registered_stages()

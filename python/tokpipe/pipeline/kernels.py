@@ -1,38 +1,48 @@
-"""Hand Arrow string columns to the Rust kernels in ``tokpipe._core`` without copying them.
+"""The one gate to the Rust kernels in ``tokpipe._core``: every stage reaches them through the
+typed functions here, never through ``_core`` itself.
 
-A kernel takes a column as its offsets and its UTF-8 data buffers; this module takes them
-out of a pyarrow array (any chunking, slicing, ``string`` or ``large_string``) and wraps the
-kernel's bytes back into an Arrow array.
+A kernel takes a string column through the Arrow C data interface (the capsules of
+``__arrow_c_array__()``; any chunking, slicing, ``string`` or ``large_string``) without copying
+it, and turns the kernel's bytes back into numpy arrays of the right type and shape, or into
+Arrow arrays. The layouts the kernels write (little-endian, column after column or row after
+row) are spelled here alone.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from tokpipe import _core
+from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["string_buffers", "list_buffers", "numpy_of", "arrow_of", "repeat_string", "exact_dedup_keys", "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities",
-           "paragraph_keys", "paragraph_drop_lines"]
+__all__ = ["arrow_strings", "list_buffers", "numpy_of", "arrow_of", "repeat_string", "exact_dedup_keys",
+           "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities", "paragraph_keys",
+           "paragraph_drop_lines", "paragraph_decide", "ParagraphDecision", "TEXT_STATS_FEATURES", "text_stats",
+           "blocklist_counts", "c4_quality", "C4Rewrite", "c4_badwords", "fineweb_stats", "FINEWEB_STATS",
+           "word_counts", "gopher_quality_stats", "gopher_repetition_stats", "PII_TYPES", "pii_find", "pii_scrub",
+           "PiiScrub", "fasttext_prepare", "fasttext_scores", "MINHASH_REPRESENTATIVES", "minhash_optimal_params",
+           "LshIndex", "lsh_index"]
 
 
-def string_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes, bool]:
-    """(offsets, data, wide) of a string column: the offsets of just this array's rows (a
-    view, honouring a slice's offset), the data buffer they point into, and whether the
-    offsets are 64-bit."""
+def arrow_strings(column: pa.Array | pa.ChunkedArray) -> tuple[tuple[object, object], int, bool]:
+    """(capsules, rows, wide) of a string column: the ``__arrow_c_array__()`` capsule pair a
+    kernel reads the column through (the Arrow C data interface: zero-copy, a slice's offset
+    included), its number of rows, and whether it is a ``large_string`` (64-bit offsets).
+    A chunked column is combined first (one copy when it has several chunks)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if pa.types.is_large_string(column.type):
-        wide, dtype = True, np.int64
+        wide = True
     elif pa.types.is_string(column.type):
-        wide, dtype = False, np.int32
+        wide = False
     else:
-        raise TypeError(f"expected a string column, got {column.type}")
-    _, offsets_buffer, data = column.buffers()
-    if offsets_buffer is None:  # a zero-length array may have no buffers
-        return np.zeros(1, dtype=dtype), b"", wide
-    offsets = np.frombuffer(offsets_buffer, dtype=dtype)[column.offset: column.offset + len(column) + 1]
-    return offsets, (data if data is not None else b""), wide
+        raise ArgumentTypeError(f"expected a string column, got {column.type}")
+    return column.__arrow_c_array__(), len(column), wide
 
 
 # Numbers between numpy and Arrow through their buffers. pyarrow's own conversions
@@ -46,7 +56,7 @@ def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     if array.null_count:
-        raise ValueError("numpy_of needs an array without nulls")
+        raise InvalidArgumentError("numpy_of needs an array without nulls")
     dtype = np.dtype(str(array.type))
     data = array.buffers()[1]
     if data is None:
@@ -61,7 +71,7 @@ def arrow_of(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Ar
     values = np.ascontiguousarray(values)
     arrow_type = arrow_type or pa.from_numpy_dtype(values.dtype)
     if arrow_type.bit_width != 8 * values.dtype.itemsize or values.dtype == np.bool_:
-        raise TypeError(f"cannot view {values.dtype} as {arrow_type}")
+        raise ArgumentTypeError(f"cannot view {values.dtype} as {arrow_type}")
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
@@ -80,7 +90,7 @@ def list_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if not pa.types.is_large_list(column.type):
-        raise TypeError(f"expected a large_list column, got {column.type}")
+        raise ArgumentTypeError(f"expected a large_list column, got {column.type}")
     child = column.values
     dtype = np.dtype(str(child.type))  # uint16, uint32, ...: numpy's names for Arrow's
     offsets_buffer = column.buffers()[1]
@@ -96,18 +106,18 @@ def list_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
 def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collapse_whitespace: bool) -> pa.Array:
     """BLAKE2b-128 of each row's normalised text (``str.lower``, whitespace runs made one
     space, ends stripped), computed in Rust on all cores; null rows hash as empty text."""
-    offsets, data, wide = string_buffers(column)
-    digests = _core.exact_dedup_keys(offsets, data, wide, lowercase, collapse_whitespace)
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(offsets) - 1, [None, pa.py_buffer(digests)])
+    strings, rows, _ = arrow_strings(column)
+    digests = _core.exact_dedup_keys(strings, lowercase, collapse_whitespace)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), rows, [None, pa.py_buffer(digests)])
 
 
 def minhash_pair_similarities(column: pa.Array | pa.ChunkedArray, pairs: np.ndarray, shingle: str = "word",
                               ngram: int = 5, char_ngram: int = 5, lowercase: bool = True) -> np.ndarray:
     """The exact Jaccard similarity of the shingle sets (as ``minhash_signatures`` shingles)
     of each pair of rows: ``pairs`` of shape ``(k, 2)``; float64, one per pair."""
-    offsets, data, wide = string_buffers(column)
+    strings, _, _ = arrow_strings(column)
     flat = np.ascontiguousarray(pairs, dtype="<u4")
-    raw = _core.minhash_pair_similarities(offsets, data, wide, flat, shingle, ngram, char_ngram, lowercase)
+    raw = _core.minhash_pair_similarities(strings, flat, shingle, ngram, char_ngram, lowercase)
     return np.frombuffer(raw, dtype="<f8")
 
 
@@ -118,36 +128,59 @@ def minhash_signatures(column: pa.Array | pa.ChunkedArray, num_perm: int = 128, 
     ``datasketch.MinHash(num_perm, seed, scheme=scheme)`` updated with the row's shingles
     (see ``tokpipe_core::minhash``); computed in Rust on all cores. ``hashfunc="xxh3"``
     matches datasketch given ``hashfunc=lambda b: xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``."""
-    offsets, data, wide = string_buffers(column)
-    raw = _core.minhash_signatures(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+    strings, rows, _ = arrow_strings(column)
+    raw = _core.minhash_signatures(strings, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
                                    hashfunc)
-    return np.frombuffer(raw, dtype="<u4").reshape(len(offsets) - 1, num_perm)
+    return np.frombuffer(raw, dtype="<u4").reshape(rows, num_perm)
+
+
+#: Members of a band bucket each member is paired with (``tokpipe_core::minhash::banding::
+#: MAX_REPRESENTATIVES``).
+MINHASH_REPRESENTATIVES: int = _core.MINHASH_REPRESENTATIVES
+
+#: The banding index of ``minhash_dedup``'s decision (Rust, spills to disk past its memory).
+LshIndex = _core.LshIndex
+
+
+def minhash_optimal_params(threshold: float, num_perm: int, false_positive_weight: float,
+                           false_negative_weight: float) -> tuple[int, int]:
+    """(bands, rows) minimising the weighted false positive and false negative probabilities
+    at ``threshold`` (datasketch's ``MinHashLSH`` choice)."""
+    bands, rows = _core.minhash_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
+    return bands, rows
+
+
+def lsh_index(scratch: str | os.PathLike[str], num_perm: int, bands: int, rows: int, verify: str, threshold: float,
+              keep: str, memory_bytes: int) -> LshIndex:
+    """An empty banding index over signatures of ``num_perm`` values cut into ``bands`` bands
+    of ``rows``, spilling into ``scratch`` past ``memory_bytes``."""
+    return _core.LshIndex(scratch, num_perm, bands, rows, verify, threshold, keep, memory_bytes)
 
 
 def minhash_dedup_keys(column: pa.Array | pa.ChunkedArray, num_perm: int, seed: int, scheme: str, shingle: str,
                        ngram: int, char_ngram: int, lowercase: bool, hashfunc: str = "sha1") -> pa.Array:
     """Per row: its UTF-8 length (u64) then its signature (u32s), little-endian, as one
     fixed-size binary value of ``8 + 4 * num_perm`` bytes."""
-    offsets, data, wide = string_buffers(column)
-    raw = _core.minhash_dedup_keys(offsets, data, wide, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
+    strings, rows, _ = arrow_strings(column)
+    raw = _core.minhash_dedup_keys(strings, num_perm, seed, scheme, shingle, ngram, char_ngram, lowercase,
                                    hashfunc)
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(8 + 4 * num_perm), len(offsets) - 1,
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(8 + 4 * num_perm), rows,
                                                 [None, pa.py_buffer(raw)])
 
 
 def paragraph_keys(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Per row, one 12-byte key per ``\\n``-separated line: its CCNet hash (u64, 0 for a
     blank line) and its length in bytes (u32), as a ``large_binary`` value."""
-    offsets, data, wide = string_buffers(column)
-    keys, key_offsets = _core.paragraph_keys(offsets, data, wide)
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+    strings, rows, _ = arrow_strings(column)
+    keys, key_offsets = _core.paragraph_keys(strings)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), rows,
                                             [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)])
 
 
 def paragraph_drop_lines(column: pa.Array | pa.ChunkedArray, flags: pa.Array) -> pa.Array:
     """Each row without the lines whose flag (one byte per line, in ``flags``, a binary
     column) is 1; the column keeps its type."""
-    offsets, data, wide = string_buffers(column)
+    strings, rows, _ = arrow_strings(column)
     if isinstance(flags, pa.ChunkedArray):
         flags = flags.combine_chunks()
     if not pa.types.is_binary(flags.type):
@@ -155,9 +188,176 @@ def paragraph_drop_lines(column: pa.Array | pa.ChunkedArray, flags: pa.Array) ->
     _, flag_offsets, flag_data = flags.buffers()
     flag_offsets_np = np.frombuffer(flag_offsets, dtype=np.int32)[flags.offset: flags.offset + len(flags) + 1] \
         if flag_offsets is not None else np.zeros(1, dtype=np.int32)
-    text, text_offsets = _core.paragraph_drop_lines(offsets, data, wide, flag_offsets_np,
+    text, text_offsets = _core.paragraph_drop_lines(strings, flag_offsets_np,
                                                     flag_data if flag_data is not None else b"")
-    out = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(text_offsets), pa.py_buffer(text))
+    out = pa.LargeStringArray.from_buffers(rows, pa.py_buffer(text_offsets), pa.py_buffer(text))
     if isinstance(column, pa.ChunkedArray):
         return out.cast(column.type)
     return out.cast(column.type) if column.type != out.type else out
+
+
+def _strings(rows: int, offsets: bytes, data: bytes, wide: bool) -> pa.Array:
+    """A ``large_string`` (``wide``) or ``string`` array of a kernel's offsets and data."""
+    array_type = pa.LargeStringArray if wide else pa.StringArray
+    return array_type.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _u64(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype="<u8")
+
+
+class ParagraphDecision(NamedTuple):
+    #: Per line of every document, in order: 1 to drop it (it repeats an earlier one).
+    drop: np.ndarray
+    #: Per document: whether every line of it was dropped.
+    emptied: np.ndarray
+    paragraphs: int
+    removed: int
+    removed_bytes: int
+
+
+def paragraph_decide(keys: np.ndarray, lines: np.ndarray) -> ParagraphDecision:
+    """Which lines repeat an earlier line of the corpus: ``keys``, the 12-byte line keys of
+    ``paragraph_keys`` of every document back to back (uint8), and ``lines``, each document's
+    number of lines (uint32)."""
+    drop, emptied, paragraphs, removed, removed_bytes = _core.paragraph_decide(keys, lines)
+    return ParagraphDecision(np.frombuffer(drop, dtype=np.uint8), np.frombuffer(emptied, dtype=np.uint8).astype(bool),
+                             paragraphs, removed, removed_bytes)
+
+
+#: The features of ``text_stats``, in the order the kernel lays them out.
+TEXT_STATS_FEATURES: tuple[str, ...] = tuple(_core.text_stats_features())
+
+
+def text_stats(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Every ``TEXT_STATS_FEATURES`` feature of each row (null rows read as empty text):
+    float64, shape ``(features, rows)``."""
+    strings, rows, _ = arrow_strings(column)
+    raw = np.frombuffer(_core.text_stats(strings), dtype="<f8")
+    return raw.reshape(len(TEXT_STATS_FEATURES), rows)
+
+
+def blocklist_counts(column: pa.Array | pa.ChunkedArray, entries: Sequence[str], ignore_case: bool,
+                     word_boundaries: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(matches of ``entries``, script-aware words) per row, as int64 arrays."""
+    strings, _, _ = arrow_strings(column)
+    hits, words = _core.blocklist_counts(strings, list(entries), ignore_case, word_boundaries)
+    return _u64(hits).astype(np.int64), _u64(words).astype(np.int64)
+
+
+class C4Rewrite(NamedTuple):
+    #: Each row's kept lines joined by newlines; the column's own string type.
+    text: pa.Array
+    #: Per row: 0 kept, else 1 + the index of the document rule that dropped it (lorem ipsum,
+    #: curly bracket, too few sentences).
+    drops: np.ndarray
+    #: Lines seen, dropped per line rule, kept: in the kernel's order.
+    line_stats: tuple[int, ...]
+
+
+def c4_quality(column: pa.Array | pa.ChunkedArray, remove_citations: bool, filter_no_terminal_punct: bool,
+               min_num_sentences: int, min_words_per_line: int, max_word_length: int, filter_lorem_ipsum: bool,
+               filter_javascript: bool, filter_curly_bracket: bool, filter_policy: bool) -> C4Rewrite:
+    """C4's line and document rules over each row (see ``stages.quality_c4.C4Quality``)."""
+    strings, rows, wide = arrow_strings(column)
+    new_offsets, new_data, drops, line_stats = _core.c4_quality(
+        strings, remove_citations, filter_no_terminal_punct, min_num_sentences, min_words_per_line,
+        max_word_length, filter_lorem_ipsum, filter_javascript, filter_curly_bracket, filter_policy)
+    return C4Rewrite(_strings(rows, new_offsets, new_data, wide), np.frombuffer(drops, dtype=np.uint8),
+                     tuple(line_stats))
+
+
+def c4_badwords(column: pa.Array | pa.ChunkedArray, words: Sequence[str], word_boundaries: bool) -> np.ndarray:
+    """Per row, whether its lower-cased text holds one of ``words`` (bool)."""
+    strings, _, _ = arrow_strings(column)
+    return np.frombuffer(_core.c4_badwords(strings, list(words), word_boundaries),
+                         dtype=np.uint8).astype(bool)
+
+
+#: The rows of ``fineweb_stats``, in the kernel's order.
+FINEWEB_STATS = ("lines", "punct_lines", "short_lines", "dup_line_chars", "chars", "newlines", "words")
+
+
+def fineweb_stats(column: pa.Array | pa.ChunkedArray, stop_chars: Sequence[str], short_line_length: int,
+                  language: str | None) -> np.ndarray:
+    """The counts FineWeb's rules read, uint64 of shape ``(len(FINEWEB_STATS), rows)``;
+    ``words`` is 0 when ``language`` is None (words not counted)."""
+    strings, rows, _ = arrow_strings(column)
+    raw = _u64(_core.fineweb_stats(strings, list(stop_chars), short_line_length, language))
+    return raw.reshape(len(FINEWEB_STATS), rows)
+
+
+def word_counts(column: pa.Array | pa.ChunkedArray, language: str, selected: np.ndarray) -> np.ndarray:
+    """The words of the rows the boolean mask ``selected`` picks (0 for the others), uint64."""
+    strings, _, _ = arrow_strings(column)
+    return _u64(_core.word_counts(strings, language, np.asarray(selected, np.uint8).tobytes()))
+
+
+def gopher_quality_stats(column: pa.Array | pa.ChunkedArray, language: str, punctuation: str,
+                         stop_words: Sequence[str], width: int) -> np.ndarray:
+    """Gopher's quality counts of each row, uint64 of shape ``(rows, width)`` (``width``: the
+    counts per row, ``stages.quality_gopher.QUALITY_STATS``)."""
+    strings, rows, _ = arrow_strings(column)
+    raw = _core.gopher_quality_stats(strings, language, punctuation, list(stop_words))
+    return _u64(raw).reshape(rows, width)
+
+
+def gopher_repetition_stats(column: pa.Array | pa.ChunkedArray, language: str, top_n: Sequence[int],
+                            dup_n: Sequence[int], width: int) -> np.ndarray:
+    """Gopher's repetition counts of each row, uint64 of shape ``(rows, width)``: the fixed
+    counts, then one per ``top_n`` size, then one per ``dup_n`` size."""
+    strings, rows, _ = arrow_strings(column)
+    raw = _core.gopher_repetition_stats(strings, language, list(top_n), list(dup_n))
+    return _u64(raw).reshape(rows, width)
+
+
+#: The PII types, in the kernels' order.
+PII_TYPES: tuple[str, ...] = tuple(_core.pii_types())
+
+
+def pii_find(text: str, types: Sequence[str], only_public_ip: bool) -> list[tuple[str, int, int]]:
+    """(type, start, end) of each PII span of ``text`` (code points), overlaps resolved."""
+    return [tuple(span) for span in _core.pii_find(text, list(types), only_public_ip)]
+
+
+class PiiScrub(NamedTuple):
+    #: The scrubbed text, in the column's own string type.
+    text: pa.Array
+    #: Per row, a JSON object of what was found (same string type).
+    metadata: pa.Array
+    #: Spans found per PII type per row: uint64 of shape ``(len(PII_TYPES), rows)``.
+    counts: np.ndarray
+    #: Per row, whether the text holds more PII than ``max_per_1000_chars`` allows (bool).
+    drops: np.ndarray
+
+
+def pii_scrub(column: pa.Array | pa.ChunkedArray, types: Sequence[str], actions: Sequence[str], only_public_ip: bool,
+              salt: str, max_per_1000_chars: float) -> PiiScrub:
+    """Each row with the PII of ``types`` treated by the matching ``actions`` (tag, mask,
+    hash, dummy, drop_doc, keep)."""
+    strings, n, wide = arrow_strings(column)
+    new_offsets, new_data, meta_offsets, meta_data, counts, drops = _core.pii_scrub(
+        strings, list(types), list(actions), only_public_ip, salt, max_per_1000_chars)
+    # The kernel writes 64-bit offsets whatever the column's.
+    text = _strings(n, new_offsets, new_data, True)
+    metadata = _strings(n, meta_offsets, meta_data, True)
+    if not wide:
+        text, metadata = text.cast(pa.string()), metadata.cast(pa.string())
+    return PiiScrub(text, metadata, _u64(counts).reshape(len(PII_TYPES), n),
+                    np.frombuffer(drops, dtype=np.uint8).astype(bool))
+
+
+def fasttext_prepare(column: pa.Array | pa.ChunkedArray, max_chars: int | None) -> pa.Array:
+    """Each row in the one-line form a fastText quality model reads (see ``tokpipe.quality``),
+    as a ``large_string`` array."""
+    strings, rows, _ = arrow_strings(column)
+    out_offsets, out_data = _core.fasttext_prepare(strings, max_chars)
+    return _strings(rows, out_offsets, out_data, True)
+
+
+def fasttext_scores(model: _core.FastTextModel, column: pa.Array | pa.ChunkedArray, positive: int, prepare: bool,
+                    max_chars: int | None) -> np.ndarray:
+    """The probability ``model`` gives label ``positive`` for each row (float64); ``prepare``:
+    the rows are raw text, put in the model's one-line form first."""
+    strings, _, _ = arrow_strings(column)
+    return np.frombuffer(model.quality_scores(strings, positive, prepare, max_chars), dtype="<f8")

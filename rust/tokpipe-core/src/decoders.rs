@@ -9,7 +9,7 @@
 //!   `Replace`, `ByteFallback`, `Fuse`, `Strip`), applied to the list of token strings in turn.
 
 use crate::error::{Error, Result};
-use crate::models::unigram::{piece_byte, Piece, PieceKind};
+use crate::models::pieces::{piece_byte, Piece, PieceKind};
 use crate::normalizers::sentencepiece::{SentencePieceNormalizer, SPACE_SYMBOL};
 use crate::normalizers::Replace;
 use crate::pre_tokenizers::PrependScheme;

@@ -4,17 +4,19 @@
 //! and the decoder turns ids back into text.
 //!
 //! (Over 500 lines: the encode and decode paths of every model kind meet here, with the added
-//! tokens' matcher; the architecture issue moves tokenizer assembly out of it.)
+//! tokens' matcher. The presets that put a whole tokenizer around a model live above this
+//! module, in [`crate::assembly`].)
 //!
 //! A Unigram tokenizer can also give its n best segmentations and draw one at random
 //! (subword regularization): [`Tokenizer::encode_nbest`], [`Tokenizer::encode_sample`].
 
 use crate::decoders::{DecodeStep, SentencePieceDecoder};
 use crate::error::{shown, Error, Result};
-use crate::models::unigram::nbest::{Segment, SplitMix64};
+use crate::models::unigram::nbest::Segment;
 use crate::models::{Model, ModelWrapper};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
+use crate::util::{SplitMix64, KEEP_SCRATCH_BYTES};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -142,7 +144,7 @@ impl Tokenizer {
                 ));
             }
             if id >= crate::models::id_limit(size) {
-                return Err(Error::InvalidArgument(crate::models::id_past_limit(
+                return Err(Error::InvalidArgument(crate::models::base::id_past_limit(
                     &format!("special token {}", shown(tok)),
                     id.into(),
                     size,
@@ -580,9 +582,6 @@ fn added_token_matcher(added: &[AddedToken]) -> Result<AhoCorasick> {
         .map_err(|e| Error::InvalidArgument(format!("special tokens: {e}")))
 }
 
-/// Scratch buffers larger than this are freed after use rather than kept per thread.
-pub(crate) const KEEP_SCRATCH_BYTES: usize = 64 << 20;
-
 thread_local! {
     /// The normalized text of the stretch being encoded (see `encode_ordinary`).
     static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
@@ -608,7 +607,7 @@ impl Tokenizer {
         }
     }
 
-    fn spm_pieces_for_decode(&self) -> Result<&[crate::models::unigram::Piece]> {
+    fn spm_pieces_for_decode(&self) -> Result<&[crate::models::pieces::Piece]> {
         self.model.spm_pieces().ok_or_else(|| {
             Error::InvalidArgument("the sentencepiece decoder needs a sentencepiece model".into())
         })

@@ -1,12 +1,19 @@
-//! Maps the core's one error enum onto Python exceptions, in one place.
+//! Maps errors onto Python exceptions, in one place: the core's one error enum ([`to_py`]),
+//! the binding's own argument checks ([`invalid_argument`]), an object used in the wrong
+//! state ([`state_error`]) and a panic ([`internal_error`]).
 //!
 //! The exception classes live in `tokpipe/errors.py` so they can inherit from both
 //! `TokpipeError` and the built-in users already catch (`ValueError`); we look them up when an
 //! error is raised, which is rare enough that the import costs nothing that matters.
+//! [`crate::gate::enter`] applies this mapping at every call that releases the GIL.
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
+use std::any::Any;
 use tokpipe_core::Error;
+
+/// Characters of a panic's message kept in the Python error.
+const PANIC_MESSAGE_CHARS: usize = 300;
 
 fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
     match py.import("tokpipe.errors").and_then(|m| m.getattr(class)) {
@@ -31,6 +38,40 @@ pub fn to_py(err: Error) -> PyErr {
         Error::InvalidArgument(_) => raise(py, "InvalidArgumentError", err.to_string()),
         Error::Encode(_) => raise(py, "EncodeError", err.to_string()),
         Error::Corpus(_) => raise(py, "CorpusError", err.to_string()),
+    })
+}
+
+/// An argument the binding finds unusable before the core sees it (a buffer that is not
+/// contiguous, lengths that disagree): the core's `InvalidArgument`, mapped as the core's are.
+pub(crate) fn invalid_argument(message: impl Into<String>) -> PyErr {
+    to_py(Error::InvalidArgument(message.into()))
+}
+
+/// An object used in a state that forbids the call (a trainer that has trained, a writer or
+/// an index that is closed): `tokpipe.errors.StateError`.
+pub(crate) fn state_error(message: impl Into<String>) -> PyErr {
+    Python::attach(|py| raise(py, "StateError", message.into()))
+}
+
+/// A panic of the core, caught before it unwinds into the interpreter:
+/// `tokpipe.errors.InternalError`, with the panic's message on one line and cut short.
+pub(crate) fn internal_error(payload: Box<dyn Any + Send>) -> PyErr {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    let mut one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = one_line.char_indices().nth(PANIC_MESSAGE_CHARS) {
+        one_line.truncate(cut);
+        one_line.push('…');
+    }
+    Python::attach(|py| {
+        raise(
+            py,
+            "InternalError",
+            format!("internal error in tokpipe's Rust core (a bug, please report it): {one_line}"),
+        )
     })
 }
 

@@ -2,8 +2,9 @@
 //! preparation (`tokpipe_core::text::fasttext_prep`) and fastText supervised models
 //! (`tokpipe_core::fasttext`). Arrow buffers in, bytes out; the GIL is released.
 
+use crate::arrow_c::ArrowStrings;
 use crate::errors::IntoPyResult;
-use crate::kernels::StrBuffers;
+use crate::gate;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::fasttext::{quality_scores, FastText, Rows};
@@ -12,18 +13,17 @@ use tokpipe_core::text::fasttext_prep::prepare_column;
 /// The prepared form of every row, each followed by `line_end`: (offsets as little-endian
 /// i64, data), a `large_string` column's buffers.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, max_chars, line_end=""))]
+#[pyo3(signature = (column, max_chars, line_end=""))]
 pub fn fasttext_prepare<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     max_chars: Option<usize>,
     line_end: &str,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let out = py
-        .detach(|| -> PyResult<_> { Ok(prepare_column(&column.column()?, max_chars, line_end)) })?;
+    let column = ArrowStrings::get(column)?;
+    let out = gate::enter(py, || -> PyResult<_> {
+        Ok(prepare_column(&column.column()?, max_chars, line_end))
+    })?;
     let offsets: Vec<u8> = out.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
     Ok((PyBytes::new(py, &offsets), PyBytes::new(py, &out.data)))
 }
@@ -38,7 +38,7 @@ pub struct PyFastText {
 impl PyFastText {
     #[new]
     fn new(py: Python<'_>, data: &[u8], name: &str) -> PyResult<Self> {
-        let model = py.detach(|| FastText::from_bytes(data, name)).py()?;
+        let model = gate::enter(py, || FastText::from_bytes(data, name))?;
         Ok(PyFastText { model })
     }
 
@@ -51,25 +51,23 @@ impl PyFastText {
     /// Little-endian f64 per row: the probability of label number `positive` (see
     /// `tokpipe_core::fasttext::quality_scores`). The rows are documents, prepared with
     /// `max_chars` first, when `prepare` is true; else lines already prepared.
-    #[pyo3(signature = (offsets, data, wide, positive, prepare, max_chars=None))]
+    #[pyo3(signature = (column, positive, prepare, max_chars=None))]
     #[allow(clippy::too_many_arguments)]
     fn quality_scores<'py>(
         &self,
         py: Python<'py>,
-        offsets: &Bound<'py, PyAny>,
-        data: &Bound<'py, PyAny>,
-        wide: bool,
+        column: &Bound<'py, PyAny>,
         positive: usize,
         prepare: bool,
         max_chars: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let column = StrBuffers::get(offsets, data, wide)?;
+        let column = ArrowStrings::get(column)?;
         let rows = if prepare {
             Rows::Documents { max_chars }
         } else {
             Rows::Prepared
         };
-        let scores = py.detach(|| -> PyResult<Vec<u8>> {
+        let scores = gate::enter(py, || -> PyResult<Vec<u8>> {
             let scores = quality_scores(&self.model, &column.column()?, positive, rows).py()?;
             Ok(scores.iter().flat_map(|s| s.to_le_bytes()).collect())
         })?;

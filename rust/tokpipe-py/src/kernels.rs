@@ -1,18 +1,18 @@
-//! `tokpipe._core` text kernels: Arrow string columns in as their buffers (zero-copy),
-//! results out as bytes that Python wraps into Arrow or numpy arrays without a copy.
+//! `tokpipe._core` text kernels: Arrow string columns in through the Arrow C data interface
+//! (zero-copy, see `arrow_c.rs`), other inputs as buffers, results out as bytes that Python wraps into Arrow or numpy arrays without a copy.
 
-use crate::errors::IntoPyResult;
+use crate::arrow_c::ArrowStrings;
+use crate::errors;
+use crate::gate;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::text::keys::exact_keys;
-use tokpipe_core::text::{Offsets, StrColumn};
 
 /// The bytes of a C-contiguous buffer (a pyarrow Buffer, a numpy array, a memoryview).
 pub(crate) fn bytes_of(buffer: &PyUntypedBuffer) -> PyResult<&[u8]> {
     if !buffer.is_c_contiguous() {
-        return Err(PyValueError::new_err("the buffer is not contiguous"));
+        return Err(errors::invalid_argument("the buffer is not contiguous"));
     }
     if buffer.len_bytes() == 0 {
         return Ok(&[]);
@@ -130,71 +130,17 @@ pub(crate) fn owned_buffer(
     )
 }
 
-/// Arrow offsets (`int32` for string, `int64` for large_string) from their raw bytes.
-fn offsets_of(bytes: &[u8], wide: bool) -> PyResult<Offsets<'_>> {
-    // SAFETY: i32 and i64 have no invalid bit patterns; align_to only yields whole, aligned items.
-    let misaligned =
-        || PyValueError::new_err("the offsets buffer is not aligned for its integer type");
-    if wide {
-        let (head, offsets, tail) = unsafe { bytes.align_to::<i64>() };
-        if !head.is_empty() || !tail.is_empty() {
-            return Err(misaligned());
-        }
-        Ok(Offsets::I64(offsets))
-    } else {
-        let (head, offsets, tail) = unsafe { bytes.align_to::<i32>() };
-        if !head.is_empty() || !tail.is_empty() {
-            return Err(misaligned());
-        }
-        Ok(Offsets::I32(offsets))
-    }
-}
-
-/// An Arrow string column's offsets and data buffers, held (so exported, alive and in place)
-/// while a kernel reads them with the GIL released. Every kernel binding takes its column
-/// through this one type.
-pub(crate) struct StrBuffers {
-    offsets: PyUntypedBuffer,
-    data: PyUntypedBuffer,
-    wide: bool,
-}
-
-impl StrBuffers {
-    pub(crate) fn get(
-        offsets: &Bound<'_, PyAny>,
-        data: &Bound<'_, PyAny>,
-        wide: bool,
-    ) -> PyResult<Self> {
-        Ok(StrBuffers {
-            offsets: PyUntypedBuffer::get(offsets)?,
-            data: PyUntypedBuffer::get(data)?,
-            wide,
-        })
-    }
-
-    /// The column, checked (offsets in order and inside the data).
-    pub(crate) fn column(&self) -> PyResult<StrColumn<'_>> {
-        StrColumn::new(
-            offsets_of(bytes_of(&self.offsets)?, self.wide)?,
-            bytes_of(&self.data)?,
-        )
-        .py()
-    }
-}
-
 /// 16-byte exact-dedup keys of every row, concatenated (see `tokpipe_core::text::keys`).
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, lowercase=true, collapse_whitespace=true))]
+#[pyo3(signature = (column, lowercase=true, collapse_whitespace=true))]
 pub fn exact_dedup_keys<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     lowercase: bool,
     collapse_whitespace: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let keys = py.detach(|| -> PyResult<Vec<[u8; 16]>> {
+    let column = ArrowStrings::get(column)?;
+    let keys = gate::enter(py, || -> PyResult<Vec<[u8; 16]>> {
         let column = column.column()?;
         Ok(exact_keys(&column, lowercase, collapse_whitespace))
     })?;

@@ -1,11 +1,13 @@
 //! `tokpipe._core`: the thin PyO3 binding of `tokpipe-core`.
 //!
-//! This crate only converts types, releases the GIL around Rust work, and maps errors
-//! (`errors.rs`); every algorithm lives in the core so it can be tested and benchmarked from
+//! This crate only converts types, releases the GIL around Rust work and maps errors (both
+//! through one gate, `gate.rs`, with the mapping in `errors.rs`); every algorithm lives in the core so it can be tested and benchmarked from
 //! Rust. The typed, documented Python API is `python/tokpipe`, which wraps these classes.
 
+mod arrow_c;
 mod errors;
 mod fasttext;
+mod gate;
 mod ids;
 mod kernels;
 mod lm;
@@ -27,7 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trainers::PyBpeTrainer>()?;
     m.add_class::<trainers::PyWordPieceTrainer>()?;
     m.add_class::<trainers::PyUnigramTrainer>()?;
-    m.add_function(wrap_pyfunction!(trainers::_unigram_m_step, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::exact_dedup_keys, m)?)?;
     quality::register(m)?;
     fasttext::register(m)?;

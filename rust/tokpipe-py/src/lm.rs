@@ -2,8 +2,9 @@
 //! scoring (`NgramModel`), training (`LmTrainer` -> `TrainedLm`). Every call that reads,
 //! counts or scores releases the GIL; document scoring takes an Arrow column's buffers.
 
+use crate::arrow_c::ArrowStrings;
 use crate::errors::IntoPyResult;
-use crate::kernels::StrBuffers;
+use crate::gate;
 use crate::tokenizer::PyTokenizer;
 use crate::trainers::TrainerSlot;
 use pyo3::prelude::*;
@@ -44,7 +45,7 @@ impl PyNgramModel {
         tokenizer: Option<PyRef<'_, PyTokenizer>>,
     ) -> PyResult<Self> {
         let tok = tokenizer.map(|t| t.inner.clone());
-        py.detach(|| {
+        gate::enter(py, || -> tokpipe_core::Result<_> {
             let model = NgramModel::load_arpa(&path)?;
             let tokenizer = tok.map(|t| Arc::new(ModelTokenizer::new(t, &model)));
             Ok(PyNgramModel {
@@ -52,15 +53,18 @@ impl PyNgramModel {
                 tokenizer,
             })
         })
-        .py()
     }
 
     /// The same model paired with another tokenizer (or none: whitespace words).
     #[pyo3(signature = (tokenizer=None))]
-    fn with_tokenizer(&self, py: Python<'_>, tokenizer: Option<PyRef<'_, PyTokenizer>>) -> Self {
+    fn with_tokenizer(
+        &self,
+        py: Python<'_>,
+        tokenizer: Option<PyRef<'_, PyTokenizer>>,
+    ) -> PyResult<Self> {
         let tok = tokenizer.map(|t| t.inner.clone());
         let model = self.model.clone();
-        py.detach(|| PyNgramModel {
+        gate::enter_ok(py, || PyNgramModel {
             tokenizer: tok.map(|t| Arc::new(ModelTokenizer::new(t, &model))),
             model,
         })
@@ -108,17 +112,15 @@ impl PyNgramModel {
 
     /// Per row of a string column: summed log10 P over its lines (f64 bytes) and its length,
     /// tokens plus one `</s>` per line (u64 bytes); on all cores.
-    #[pyo3(signature = (offsets, data, wide, normalize=false))]
+    #[pyo3(signature = (column, normalize=false))]
     fn document_scores<'py>(
         &self,
         py: Python<'py>,
-        offsets: &Bound<'py, PyAny>,
-        data: &Bound<'py, PyAny>,
-        wide: bool,
+        column: &Bound<'py, PyAny>,
         normalize: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let column = StrBuffers::get(offsets, data, wide)?;
-        let (scores, lengths) = py.detach(|| -> PyResult<_> {
+        let column = ArrowStrings::get(column)?;
+        let (scores, lengths) = gate::enter(py, || -> PyResult<_> {
             let column = column.column()?;
             let (scores, lengths) = self.scorer(normalize).column(&column).py()?;
             let scores: Vec<u8> = scores.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -157,15 +159,13 @@ impl PyLmTrainer {
             show_progress,
         };
         let tok = tokenizer.map(|t| t.inner.clone());
-        let trainer = py
-            .detach(|| {
-                let tokens = match tok {
-                    Some(t) => LineTokens::tokenizer(t),
-                    None => LineTokens::Words,
-                };
-                LmTrainer::new(config, tokens)
-            })
-            .py()?;
+        let trainer = gate::enter(py, || {
+            let tokens = match tok {
+                Some(t) => LineTokens::tokenizer(t),
+                None => LineTokens::Words,
+            };
+            LmTrainer::new(config, tokens)
+        })?;
         Ok(PyLmTrainer {
             slot: TrainerSlot::new(trainer),
         })
@@ -189,7 +189,7 @@ impl PyLmTrainer {
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTrainedLm> {
         let trainer = self.slot.take()?;
-        let inner = py.detach(|| trainer.train()).py()?;
+        let inner = gate::enter(py, || trainer.train())?;
         Ok(PyTrainedLm { inner })
     }
 }
@@ -202,13 +202,15 @@ pub struct PyTrainedLm {
 #[pymethods]
 impl PyTrainedLm {
     fn write_arpa(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.detach(|| self.inner.write_arpa(&path)).py()
+        gate::enter(py, || self.inner.write_arpa(&path))
     }
 
     /// The ARPA text, as bytes.
     fn arpa<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
-        py.detach(|| self.inner.write_arpa_to(&mut out))?;
+        gate::enter(py, || {
+            self.inner.write_arpa_to(&mut out).map_err(PyErr::from)
+        })?;
         Ok(PyBytes::new(py, &out))
     }
 

@@ -2,10 +2,11 @@
 //! paragraph dedup (`tokpipe_core::text::paragraphs`): Arrow buffers in, bytes out, the GIL
 //! released around the work.
 
-use crate::errors::IntoPyResult;
-use crate::kernels::{bytes_of, StrBuffers};
+use crate::arrow_c::ArrowStrings;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
+use crate::kernels::bytes_of;
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::path::PathBuf;
@@ -63,13 +64,11 @@ fn u32_bytes(values: &[u32]) -> Vec<u8> {
 
 /// Signatures of every row, `num_perm` little-endian u32 each, concatenated.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
+#[pyo3(signature = (column, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
 #[allow(clippy::too_many_arguments)]
 pub fn minhash_signatures<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     num_perm: usize,
     seed: u64,
     scheme: &str,
@@ -81,8 +80,8 @@ pub fn minhash_signatures<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
     let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let out = py.detach(|| -> PyResult<Vec<u8>> {
+    let column = ArrowStrings::get(column)?;
+    let out = gate::enter(py, || -> PyResult<Vec<u8>> {
         Ok(u32_bytes(&signatures(&column.column()?, &hasher, &config)))
     })?;
     Ok(PyBytes::new(py, &out))
@@ -90,13 +89,11 @@ pub fn minhash_signatures<'py>(
 
 /// `minhash_dedup` keys of every row: length (u64) then signature (u32s), concatenated.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
+#[pyo3(signature = (column, num_perm, seed, scheme, shingle, word_ngram, char_ngram, lowercase, hashfunc="sha1"))]
 #[allow(clippy::too_many_arguments)]
 pub fn minhash_dedup_keys<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     num_perm: usize,
     seed: u64,
     scheme: &str,
@@ -108,9 +105,10 @@ pub fn minhash_dedup_keys<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let hasher = hasher(num_perm, seed, scheme, hashfunc)?;
     let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let out =
-        py.detach(|| -> PyResult<Vec<u8>> { Ok(dedup_keys(&column.column()?, &hasher, &config)) })?;
+    let column = ArrowStrings::get(column)?;
+    let out = gate::enter(py, || -> PyResult<Vec<u8>> {
+        Ok(dedup_keys(&column.column()?, &hasher, &config))
+    })?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -118,7 +116,7 @@ pub fn minhash_dedup_keys<'py>(
 /// Pairs of u32s from their little-endian bytes.
 fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
     if bytes.len() % 8 != 0 {
-        return Err(PyValueError::new_err(
+        return Err(errors::invalid_argument(
             "pairs must be u32s two by two (a multiple of 8 bytes)",
         ));
     }
@@ -135,13 +133,11 @@ fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
 /// The exact Jaccard similarity (of their shingle sets) of pairs of rows of a string column;
 /// `pairs` as little-endian u32 row indices two by two; returns little-endian f64s.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, pairs, shingle, word_ngram, char_ngram, lowercase))]
+#[pyo3(signature = (column, pairs, shingle, word_ngram, char_ngram, lowercase))]
 #[allow(clippy::too_many_arguments)]
 pub fn minhash_pair_similarities<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     pairs: &Bound<'py, PyAny>,
     shingle: &str,
     word_ngram: usize,
@@ -149,16 +145,16 @@ pub fn minhash_pair_similarities<'py>(
     lowercase: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let buffer = PyUntypedBuffer::get(pairs)?;
     let pairs = u32_pairs(bytes_of(&buffer)?)?;
-    let out = py.detach(|| -> PyResult<Vec<u8>> {
+    let out = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         if let Some(&(a, b)) = pairs
             .iter()
             .find(|&&(a, b)| a as usize >= column.len() || b as usize >= column.len())
         {
-            return Err(PyValueError::new_err(format!(
+            return Err(errors::invalid_argument(format!(
                 "pair ({a}, {b}) out of range for {} rows",
                 column.len()
             )));
@@ -188,7 +184,7 @@ pub fn minhash_optimal_params(
     false_positive_weight: f64,
     false_negative_weight: f64,
 ) -> PyResult<(usize, usize)> {
-    py.detach(|| {
+    gate::enter(py, || {
         params::optimal_params(
             threshold,
             num_perm,
@@ -196,7 +192,6 @@ pub fn minhash_optimal_params(
             false_negative_weight,
         )
     })
-    .py()
 }
 
 /// Clusters the documents whose keys (`minhash_dedup_keys` output) are the concatenation of
@@ -213,7 +208,7 @@ impl PyLshIndex {
     fn index(&mut self) -> PyResult<&mut LshIndex> {
         self.index
             .as_mut()
-            .ok_or_else(|| PyValueError::new_err("this LshIndex has already finished"))
+            .ok_or_else(|| errors::state_error("this LshIndex has already finished"))
     }
 }
 
@@ -261,13 +256,13 @@ impl PyLshIndex {
         let buffer = PyUntypedBuffer::get(keys)?;
         let index = self.index()?;
         let bytes = bytes_of(&buffer)?;
-        py.detach(|| index.add(bytes)).py()
+        gate::enter(py, || index.add(bytes))
     }
 
     /// Joins the next band's buckets; returns the number of bands left.
     fn join_band(&mut self, py: Python<'_>) -> PyResult<usize> {
         let index = self.index()?;
-        py.detach(|| index.join_band()).py()
+        gate::enter(py, || index.join_band())
     }
 
     fn __len__(&self) -> usize {
@@ -278,7 +273,7 @@ impl PyLshIndex {
     /// pairs to check, as little-endian u32s (first, second, first, second, ...).
     fn take_pairs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let index = self.index()?;
-        let pairs = py.detach(|| index.take_pairs()).py()?;
+        let pairs = gate::enter(py, || index.take_pairs())?;
         let flat: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         Ok(PyBytes::new(py, &u32_bytes(&flat)))
     }
@@ -295,7 +290,7 @@ impl PyLshIndex {
         let buffer = PyUntypedBuffer::get(pairs)?;
         let pairs = u32_pairs(bytes_of(&buffer)?)?;
         let index = self.index()?;
-        py.detach(|| index.offer_pairs(&pairs)).py()
+        gate::enter(py, || index.offer_pairs(&pairs))
     }
 
     /// Joins the pairs given as little-endian u32s (first, second, ...).
@@ -303,7 +298,7 @@ impl PyLshIndex {
         let buffer = PyUntypedBuffer::get(pairs)?;
         let pairs = u32_pairs(bytes_of(&buffer)?)?;
         let index = self.index()?;
-        py.detach(|| index.union_pairs(&pairs)).py()
+        gate::enter(py, || index.union_pairs(&pairs))
     }
 
     /// Ends the index (its scratch files are removed): `(keepers, candidates, rejected,
@@ -312,8 +307,8 @@ impl PyLshIndex {
         let index = self
             .index
             .take()
-            .ok_or_else(|| PyValueError::new_err("this LshIndex has already finished"))?;
-        let out = py.detach(|| index.finish()).py()?;
+            .ok_or_else(|| errors::state_error("this LshIndex has already finished"))?;
+        let out = gate::enter(py, || index.finish())?;
         Ok((
             PyBytes::new(py, &u32_bytes(&out.keeper)),
             out.candidates,
@@ -326,12 +321,10 @@ impl PyLshIndex {
 #[pyfunction]
 pub fn paragraph_keys<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let (keys, key_offsets) = py.detach(|| -> PyResult<_> {
+    let column = ArrowStrings::get(column)?;
+    let (keys, key_offsets) = gate::enter(py, || -> PyResult<_> {
         let (keys, offsets) = paragraphs::paragraph_keys(&column.column()?);
         Ok((
             keys,
@@ -355,7 +348,7 @@ pub fn paragraph_decide<'py>(
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, u64, u64, u64)> {
     let keys = PyUntypedBuffer::get(keys)?;
     let lines = PyUntypedBuffer::get(lines)?;
-    let verdict = py.detach(|| -> PyResult<_> {
+    let verdict = gate::enter(py, || -> PyResult<_> {
         let lines_bytes = bytes_of(&lines)?;
         let counts: Vec<u32> = lines_bytes
             .chunks_exact(4)
@@ -377,16 +370,14 @@ pub fn paragraph_decide<'py>(
 #[pyfunction]
 pub fn paragraph_drop_lines<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     flag_offsets: &Bound<'py, PyAny>,
     flag_data: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let flag_offsets = PyUntypedBuffer::get(flag_offsets)?;
     let flag_data = PyUntypedBuffer::get(flag_data)?;
-    let (text, text_offsets) = py.detach(|| -> PyResult<_> {
+    let (text, text_offsets) = gate::enter(py, || -> PyResult<_> {
         let column = column.column()?;
         let fo: Vec<usize> = bytes_of(&flag_offsets)?
             .chunks_exact(4)
@@ -397,7 +388,7 @@ pub fn paragraph_drop_lines<'py>(
             || fo.windows(2).any(|w| w[0] > w[1])
             || fo.last().is_some_and(|&e| e > fd.len())
         {
-            return Err(PyValueError::new_err(
+            return Err(errors::invalid_argument(
                 "paragraph flags do not match the column",
             ));
         }

@@ -1,8 +1,9 @@
 //! `tokpipe._core` binding of the PII kernel (`tokpipe_core::pii`): Arrow buffers in, bytes
 //! out; the GIL is released. Names are checked here so that a typo is an InvalidArgumentError.
 
+use crate::arrow_c::ArrowStrings;
 use crate::errors::IntoPyResult;
-use crate::kernels::StrBuffers;
+use crate::gate;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::pii::detect::DetectOptions;
@@ -42,7 +43,7 @@ pub fn pii_find(
     only_public_ip: bool,
 ) -> PyResult<Vec<(&'static str, usize, usize)>> {
     let opts = detect_options(&types, only_public_ip)?;
-    Ok(py.detach(|| {
+    gate::enter_ok(py, || {
         let spans = find(text, &opts);
         let (mut byte_at, mut char_at) = (0, 0);
         spans
@@ -55,7 +56,7 @@ pub fn pii_find(
                 (s.kind.name(), start, char_at)
             })
             .collect()
-    }))
+    })
 }
 
 /// (offsets, data, meta_offsets, meta_data, counts, drops) of `pii_scrub`.
@@ -75,9 +76,7 @@ type PiiResult<'py> = (
 #[allow(clippy::too_many_arguments)]
 pub fn pii_scrub<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     types: Vec<String>,
     actions: Vec<String>,
     only_public_ip: bool,
@@ -101,8 +100,8 @@ pub fn pii_scrub<'py>(
             .ok_or_else(|| Error::InvalidArgument(format!("no PII action {action:?}")))
             .py()?;
     }
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let out = py.detach(|| -> PyResult<_> {
+    let column = ArrowStrings::get(column)?;
+    let out = gate::enter(py, || -> PyResult<_> {
         let column = column.column()?;
         Ok(pii_column(&column, &params))
     })?;

@@ -1,8 +1,9 @@
 //! `tokpipe._core` bindings of the heuristic quality kernels (`tokpipe_core::text::c4`,
 //! `fineweb`, `gopher`): Arrow buffers in, bytes out; the GIL is released.
 
-use crate::errors::IntoPyResult;
-use crate::kernels::StrBuffers;
+use crate::arrow_c::ArrowStrings;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::text::c4::{badwords_column, c4_column, C4Params};
@@ -13,7 +14,7 @@ use tokpipe_core::text::words::{word_count_column, Splitter};
 /// The word splitter for a language code, or a ValueError naming the languages there are.
 fn splitter(language: &str) -> PyResult<Splitter> {
     Splitter::for_language(language).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!(
+        errors::invalid_argument(format!(
             "no word splitter for language {language:?} (there are: en, zh, ja)"
         ))
     })
@@ -32,14 +33,12 @@ type C4Result<'py> = (
 );
 
 /// C4 rules over a column: (offsets, data, drops, line_stats). `offsets` are 64-bit when
-/// `wide`, else 32-bit (the output is never longer than the input); `drops` one byte per row.
+/// the column is a `large_string`, else 32-bit (the output is never longer than the input); `drops` one byte per row.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn c4_quality<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     remove_citations: bool,
     filter_no_terminal_punct: bool,
     min_num_sentences: i64,
@@ -61,8 +60,9 @@ pub fn c4_quality<'py>(
         filter_curly_bracket,
         filter_policy,
     };
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let (out_offsets, out) = py.detach(|| -> PyResult<_> {
+    let column = ArrowStrings::get(column)?;
+    let (out_offsets, out) = gate::enter(py, || -> PyResult<_> {
+        let wide = column.is_wide();
         let column = column.column()?;
         let out = c4_column(&column, &params);
         let out_offsets = if wide {
@@ -84,14 +84,12 @@ pub fn c4_quality<'py>(
 #[pyfunction]
 pub fn c4_badwords<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     words: Vec<String>,
     word_boundaries: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let found = py.detach(|| -> PyResult<Vec<u8>> {
+    let column = ArrowStrings::get(column)?;
+    let found = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         badwords_column(&column, &words, word_boundaries).py()
     })?;
@@ -102,16 +100,14 @@ pub fn c4_badwords<'py>(
 #[pyfunction]
 pub fn fineweb_stats<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     stop_chars: Vec<String>,
     short_line_length: usize,
     language: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let count_words = language.map(splitter).transpose()?;
-    let stats = py.detach(|| -> PyResult<Vec<u8>> {
+    let stats = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(
             &fineweb_column(&column, &stop_chars, short_line_length, count_words),
@@ -125,16 +121,14 @@ pub fn fineweb_stats<'py>(
 #[pyfunction]
 pub fn gopher_quality_stats<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     language: &str,
     punctuation: &str,
     stop_words: Vec<String>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let params = QualityParams::new(splitter(language)?, punctuation, &stop_words);
-    let stats = py.detach(|| -> PyResult<Vec<u8>> {
+    let stats = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(&quality_stats(&column, &params), u64::to_le_bytes))
     })?;
@@ -146,16 +140,14 @@ pub fn gopher_quality_stats<'py>(
 #[pyfunction]
 pub fn gopher_repetition_stats<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     language: &str,
     top_n: Vec<usize>,
     dup_n: Vec<usize>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let splitter = splitter(language)?;
-    let stats = py.detach(|| -> PyResult<Vec<u8>> {
+    let stats = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(le_bytes(
             &repetition_stats(splitter, &column, &top_n, &dup_n),
@@ -168,21 +160,19 @@ pub fn gopher_repetition_stats<'py>(
 /// Word counts (`words`' lengths) of the rows whose byte in `selected` is non-zero (all rows
 /// when None), 0 for the others: u64 per row.
 #[pyfunction]
-#[pyo3(signature = (offsets, data, wide, language, selected=None))]
+#[pyo3(signature = (column, language, selected=None))]
 pub fn word_counts<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     language: &str,
     selected: Option<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
+    let column = ArrowStrings::get(column)?;
     let splitter = splitter(language)?;
-    let counts = py.detach(|| -> PyResult<Vec<u8>> {
+    let counts = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         if selected.as_ref().is_some_and(|s| s.len() != column.len()) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
+            return Err(errors::invalid_argument(
                 "selected must have one byte per row",
             ));
         }

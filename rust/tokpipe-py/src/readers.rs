@@ -3,10 +3,10 @@
 //! Arrow string buffers out; the GIL is released while parsing. Also the zstd stream the line
 //! readers read `.zst` files through (`tokpipe_core::zstd_file`).
 
-use crate::errors::IntoPyResult;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
 use crate::kernels::{bytes_of, owned_buffer, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use tokpipe_core::jsonl::{count_newlines as count_in, parse_block, BlockSpec, BlockStop};
@@ -54,11 +54,11 @@ pub fn parse_jsonl_block<'py>(
         max_line_bytes,
         max_text_bytes,
     };
-    let parsed = py.detach(|| -> PyResult<_> {
+    let parsed = gate::enter(py, || -> PyResult<_> {
         let bytes = bytes_of(&buffer)?;
         let block = bytes
             .get(start..)
-            .ok_or_else(|| PyValueError::new_err("start is past the end of the block"))?;
+            .ok_or_else(|| errors::invalid_argument("start is past the end of the block"))?;
         Ok(parse_block(block, first_line, &spec, max_docs, text_room))
     })?;
     let stop = match parsed.stop {
@@ -87,7 +87,7 @@ pub fn parse_jsonl_block<'py>(
 #[pyfunction]
 pub fn count_newlines(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
     let buffer = PyUntypedBuffer::get(data)?;
-    py.detach(|| Ok(count_in(bytes_of(&buffer)?)))
+    gate::enter(py, || -> PyResult<_> { Ok(count_in(bytes_of(&buffer)?)) })
 }
 
 /// A zstd file decompressed as it is read (see `tokpipe_core::zstd_file`): the raw stream
@@ -112,17 +112,17 @@ impl ZstdFile {
     fn readinto(&mut self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         let view = PyUntypedBuffer::get(buffer)?;
         if view.readonly() || !view.is_c_contiguous() {
-            return Err(PyValueError::new_err(
+            return Err(errors::invalid_argument(
                 "readinto needs a writable contiguous buffer",
             ));
         }
         let Some(file) = self.inner.as_mut() else {
-            return Err(PyValueError::new_err("read of a closed zstd file"));
+            return Err(errors::state_error("read of a closed zstd file"));
         };
         // An address, not a pointer, so the closure is Send: the exporter keeps the memory
         // alive and in place while `view` exists, which outlives the detached read.
         let (address, len) = (view.buf_ptr() as usize, view.len_bytes());
-        py.detach(|| {
+        gate::enter(py, || {
             if len == 0 {
                 return Ok(0);
             }
@@ -131,7 +131,6 @@ impl ZstdFile {
             let out = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, len) };
             file.read(out)
         })
-        .py()
     }
 
     fn close(&mut self) {

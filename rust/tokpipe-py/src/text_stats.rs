@@ -1,9 +1,10 @@
 //! `tokpipe._core` bindings of the `text_stats` and `blocklist` kernels
-//! (`tokpipe_core::text::stats`, `tokpipe_core::text::blocklist`): Arrow buffers in, bytes
+//! (`tokpipe_core::text::stats`, `tokpipe_core::text::blocklist`): Arrow string columns in, bytes
 //! out; the GIL is released.
 
+use crate::arrow_c::ArrowStrings;
 use crate::errors::IntoPyResult;
-use crate::kernels::StrBuffers;
+use crate::gate;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokpipe_core::text::blocklist::{blocklist_column, PhraseMatcher};
@@ -19,12 +20,10 @@ pub fn text_stats_features() -> Vec<&'static str> {
 #[pyfunction]
 pub fn text_stats<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let out = py.detach(|| -> PyResult<Vec<u8>> {
+    let column = ArrowStrings::get(column)?;
+    let out = gate::enter(py, || -> PyResult<Vec<u8>> {
         let column = column.column()?;
         Ok(stats_column(&column)
             .iter()
@@ -38,15 +37,13 @@ pub fn text_stats<'py>(
 #[pyfunction]
 pub fn blocklist_counts<'py>(
     py: Python<'py>,
-    offsets: &Bound<'py, PyAny>,
-    data: &Bound<'py, PyAny>,
-    wide: bool,
+    column: &Bound<'py, PyAny>,
     phrases: Vec<String>,
     ignore_case: bool,
     word_boundaries: bool,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let column = StrBuffers::get(offsets, data, wide)?;
-    let (hits, words) = py.detach(|| -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let column = ArrowStrings::get(column)?;
+    let (hits, words) = gate::enter(py, || -> PyResult<(Vec<u8>, Vec<u8>)> {
         let matcher = PhraseMatcher::new(&phrases, ignore_case, word_boundaries).py()?;
         let column = column.column()?;
         let (hits, words) = blocklist_column(&column, &matcher);

@@ -1,22 +1,23 @@
 //! `tokpipe._core.Tokenizer`: type conversion and GIL release around the core `Tokenizer`.
 
-use crate::errors::{to_py, IntoPyResult};
+use crate::arrow_c::ArrowStrings;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
 use crate::ids::{self, IdObjects};
-use crate::kernels::StrBuffers;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use tokpipe_core::assembly;
 use tokpipe_core::formats::{self, gpt2, hf_json, sentencepiece, tiktoken, vocab_txt};
-use tokpipe_core::models::wordpiece::{self, WordPieceModel};
+use tokpipe_core::models::wordpiece::WordPieceModel;
 use tokpipe_core::models::Model;
 use tokpipe_core::normalizers::BertNormalizer;
 use tokpipe_core::pre_tokenizers::PreTokenizer;
 use tokpipe_core::text::encode::IdWidth;
 use tokpipe_core::tokenizer::{AddedToken, AllowedSpecial};
-use tokpipe_core::Error;
 
 // Inputs at or above this size are encoded with the GIL released; below it the release and
 // re-acquire cost more than the encoding (a few hundred ns against ~50 ns per short word).
@@ -47,7 +48,7 @@ fn parse_allowed_special(value: Option<&Bound<'_, PyAny>>) -> PyResult<AllowedSp
     if let Ok(s) = value.cast::<PyString>() {
         return match s.to_str()? {
             "all" => Ok(AllowedSpecial::All),
-            other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            other => Err(errors::invalid_argument(format!(
                 "allowed_special must be \"all\" or a collection of special tokens, not the string {other:?}"
             ))),
         };
@@ -75,30 +76,30 @@ impl PyTokenizer {
     /// An HF `tokenizer.json` or a sentencepiece `.model`, told by content.
     #[staticmethod]
     fn from_file(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| formats::load_any(&path)).py()?;
+        let inner = gate::enter(py, || formats::load_any(&path))?;
         Ok(PyTokenizer::new(inner))
     }
 
     #[staticmethod]
     fn from_sentencepiece(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| sentencepiece::load(&path)).py()?;
+        let inner = gate::enter(py, || sentencepiece::load(&path))?;
         Ok(PyTokenizer::new(inner))
     }
 
     /// A serialized sentencepiece `ModelProto`.
     #[staticmethod]
     fn from_sentencepiece_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
-        let inner = py
-            .detach(|| sentencepiece::from_bytes(data, "<sentencepiece model>"))
-            .py()?;
+        let inner = gate::enter(py, || {
+            sentencepiece::from_bytes(data, "<sentencepiece model>")
+        })?;
         Ok(PyTokenizer::new(inner))
     }
 
     #[staticmethod]
     fn from_json(py: Python<'_>, json: &str) -> PyResult<Self> {
-        let inner = py
-            .detach(|| hf_json::from_slice(json.as_bytes(), "<tokenizer json>"))
-            .py()?;
+        let inner = gate::enter(py, || {
+            hf_json::from_slice(json.as_bytes(), "<tokenizer json>")
+        })?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -112,20 +113,18 @@ impl PyTokenizer {
         pattern: &str,
         special_tokens: Option<Vec<(String, u32)>>,
     ) -> PyResult<Self> {
-        let inner = py
-            .detach(|| {
-                let model = tiktoken::load(&path)?;
-                let pre = PreTokenizer::new(pattern)?;
-                let specials = match special_tokens {
-                    Some(given) => specials_from(given),
-                    None => pre
-                        .preset()
-                        .map(|p| tiktoken::openai_special_tokens(p, model.len()))
-                        .unwrap_or_default(),
-                };
-                tokpipe_core::Tokenizer::new(pre, model, specials)
-            })
-            .py()?;
+        let inner = gate::enter(py, || {
+            let model = tiktoken::load(&path)?;
+            let pre = PreTokenizer::new(pattern)?;
+            let specials = match special_tokens {
+                Some(given) => specials_from(given),
+                None => pre
+                    .preset()
+                    .map(|p| tiktoken::openai_special_tokens(p, model.len()))
+                    .unwrap_or_default(),
+            };
+            tokpipe_core::Tokenizer::new(pre, model, specials)
+        })?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -136,12 +135,10 @@ impl PyTokenizer {
         vocab_bpe: PathBuf,
         special_tokens: Vec<String>,
     ) -> PyResult<Self> {
-        let inner = py
-            .detach(|| {
-                let (model, specials) = gpt2::load(&encoder_json, &vocab_bpe, &special_tokens)?;
-                tokpipe_core::Tokenizer::new(PreTokenizer::new("gpt2")?, model, specials)
-            })
-            .py()?;
+        let inner = gate::enter(py, || {
+            let (model, specials) = gpt2::load(&encoder_json, &vocab_bpe, &special_tokens)?;
+            tokpipe_core::Tokenizer::new(PreTokenizer::new("gpt2")?, model, specials)
+        })?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -160,25 +157,23 @@ impl PyTokenizer {
         continuing_subword_prefix: &str,
         max_input_chars_per_word: usize,
     ) -> PyResult<Self> {
-        let inner = py
-            .detach(|| {
-                let vocab = vocab_txt::load(&path)?;
-                let model = WordPieceModel::new(
-                    vocab,
-                    unk_token,
-                    continuing_subword_prefix,
-                    max_input_chars_per_word,
-                    &path.display().to_string(),
-                )?;
-                let normalizer = BertNormalizer {
-                    clean_text,
-                    handle_chinese_chars,
-                    strip_accents,
-                    lowercase,
-                };
-                wordpiece::bert_tokenizer(model, normalizer)
-            })
-            .py()?;
+        let inner = gate::enter(py, || {
+            let vocab = vocab_txt::load(&path)?;
+            let model = WordPieceModel::new(
+                vocab,
+                unk_token,
+                continuing_subword_prefix,
+                max_input_chars_per_word,
+                &path.display().to_string(),
+            )?;
+            let normalizer = BertNormalizer {
+                clean_text,
+                handle_chinese_chars,
+                strip_accents,
+                lowercase,
+            };
+            assembly::bert_tokenizer(model, normalizer)
+        })?;
         Ok(PyTokenizer::new(inner))
     }
 
@@ -192,11 +187,15 @@ impl PyTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
         let ids = if text.len() < DETACH_BYTES {
-            self.inner.encode_with(&text, &allowed, add_special_tokens)
+            self.inner
+                .encode_with(&text, &allowed, add_special_tokens)
+                .py()?
         } else {
-            py.detach(|| self.inner.encode_with(&text, &allowed, add_special_tokens))
+            gate::enter(py, || {
+                self.inner.encode_with(&text, &allowed, add_special_tokens)
+            })?
         };
-        self.ids.list(py, &ids.py()?)
+        self.ids.list(py, &ids)
     }
 
     #[pyo3(signature = (texts, num_threads=None, allowed_special=None, add_special_tokens=false))]
@@ -213,7 +212,7 @@ impl PyTokenizer {
         // (without it): see `Tokenizer::encode_batch_chunked`.
         let mut lists: Vec<Py<PyAny>> = Vec::with_capacity(texts.len());
         let mut failed: Option<PyErr> = None;
-        py.detach(|| {
+        gate::enter(py, || {
             let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
             self.inner.encode_batch_chunked(
                 &refs,
@@ -236,8 +235,7 @@ impl PyTokenizer {
                     })
                 },
             )
-        })
-        .py()?;
+        })?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -248,27 +246,25 @@ impl PyTokenizer {
         )
     }
 
-    /// Every row of an Arrow string column (its offsets and data buffers, see
-    /// `kernels::StrBuffers`) encoded in parallel with the GIL released: `(ids, offsets)` as
+    /// Every row of an Arrow string column (its `__arrow_c_array__()` capsules, see
+    /// `arrow_c::ArrowStrings`) encoded in parallel with the GIL released: `(ids, offsets)` as
     /// bytes, the ids flat (`u16` when `narrow`, else `u32`, native order) and the `int64`
     /// row offsets into them (`len + 1`), the buffers of an Arrow `large_list` column.
     /// `append` (the EOS id) follows the ids of each row that has any.
-    #[pyo3(signature = (offsets, data, wide, num_threads=None, allowed_special=None, append=None, narrow=false))]
+    #[pyo3(signature = (column, num_threads=None, allowed_special=None, append=None, narrow=false))]
     #[allow(clippy::too_many_arguments)]
     fn encode_arrow<'py>(
         &self,
         py: Python<'py>,
-        offsets: &Bound<'py, PyAny>,
-        data: &Bound<'py, PyAny>,
-        wide: bool,
+        column: &Bound<'py, PyAny>,
         num_threads: Option<usize>,
         allowed_special: Option<&Bound<'_, PyAny>>,
         append: Option<u32>,
         narrow: bool,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let allowed = parse_allowed_special(allowed_special)?;
-        let column = StrBuffers::get(offsets, data, wide)?;
-        let encoded = py.detach(|| -> PyResult<_> {
+        let column = ArrowStrings::get(column)?;
+        let encoded = gate::enter(py, || -> PyResult<_> {
             let column = column.column()?;
             self.inner
                 .encode_column(&column, &allowed, append, num_threads)
@@ -278,11 +274,10 @@ impl PyTokenizer {
         // `bytes` objects that become the Arrow buffers: one copy, not three.
         let width = if narrow { IdWidth::U16 } else { IdWidth::U32 };
         let ids = PyBytes::new_with(py, encoded.total_ids() * width.bytes(), |buf| {
-            py.detach(|| encoded.write_ids(buf, width, num_threads))
-                .py()
+            gate::enter(py, || encoded.write_ids(buf, width, num_threads))
         })?;
         let offsets = PyBytes::new_with(py, (encoded.rows() + 1) * 8, |buf| {
-            py.detach(|| encoded.write_offsets(buf, num_threads)).py()
+            gate::enter(py, || encoded.write_offsets(buf, num_threads))
         })?;
         Ok((ids, offsets))
     }
@@ -294,7 +289,7 @@ impl PyTokenizer {
         text: PyBackedStr,
         n: usize,
     ) -> PyResult<Vec<(Vec<u32>, f32)>> {
-        py.detach(|| self.inner.encode_nbest(&text, n)).py()
+        gate::enter(py, || self.inner.encode_nbest(&text, n))
     }
 
     fn encode_sample<'py>(
@@ -305,9 +300,9 @@ impl PyTokenizer {
         nbest_size: i32,
         seed: u64,
     ) -> PyResult<Bound<'py, PyList>> {
-        let ids = py
-            .detach(|| self.inner.encode_sample(&text, alpha, nbest_size, seed))
-            .py()?;
+        let ids = gate::enter(py, || {
+            self.inner.encode_sample(&text, alpha, nbest_size, seed)
+        })?;
         self.ids.list(py, &ids)
     }
 
@@ -321,13 +316,11 @@ impl PyTokenizer {
         seed: u64,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let all = py
-            .detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                self.inner
-                    .encode_batch_sample(&refs, alpha, nbest_size, seed, num_threads)
-            })
-            .py()?;
+        let all = gate::enter(py, || {
+            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+            self.inner
+                .encode_batch_sample(&refs, alpha, nbest_size, seed, num_threads)
+        })?;
         ids::new_list(
             py,
             all.len(),
@@ -337,11 +330,11 @@ impl PyTokenizer {
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
-        py.detach(|| self.inner.decode(&ids)).py()
+        gate::enter(py, || self.inner.decode(&ids))
     }
 
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = py.detach(|| self.inner.decode_bytes(&ids)).py()?;
+        let bytes = gate::enter(py, || self.inner.decode_bytes(&ids))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -391,11 +384,11 @@ impl PyTokenizer {
     }
 
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.detach(|| hf_json::save(&self.inner, &path)).py()
+        gate::enter(py, || hf_json::save(&self.inner, &path))
     }
 
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        py.detach(|| hf_json::to_string(&self.inner)).py()
+        gate::enter(py, || hf_json::to_string(&self.inner))
     }
 
     fn save_tiktoken(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
@@ -405,31 +398,29 @@ impl PyTokenizer {
             .as_bpe()
             .filter(|m| m.is_byte_level())
             .ok_or_else(|| {
-                to_py(Error::InvalidArgument(
-                    "only a byte-level BPE tokenizer can be written as .tiktoken".into(),
-                ))
+                errors::invalid_argument(
+                    "only a byte-level BPE tokenizer can be written as .tiktoken",
+                )
             })?;
-        py.detach(|| tiktoken::save(model, &path)).py()
+        gate::enter(py, || tiktoken::save(model, &path))
     }
 
     /// Writes a Unigram or sentencepiece-style BPE tokenizer as a sentencepiece `.model`.
     fn save_sentencepiece(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.detach(|| sentencepiece::save(&self.inner, &path)).py()
+        gate::enter(py, || sentencepiece::save(&self.inner, &path))
     }
 
     /// The sentencepiece `.model` bytes (sentencepiece's `serialized_model_proto`).
     fn to_sentencepiece_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = py.detach(|| sentencepiece::to_vec(&self.inner)).py()?;
+        let bytes = gate::enter(py, || sentencepiece::to_vec(&self.inner))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     /// Writes a WordPiece vocabulary as BERT's `vocab.txt`.
     fn save_vocab(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let model = self.inner.model().as_wordpiece().ok_or_else(|| {
-            to_py(Error::InvalidArgument(
-                "only a WordPiece tokenizer has a vocab.txt".into(),
-            ))
+            errors::invalid_argument("only a WordPiece tokenizer has a vocab.txt")
         })?;
-        py.detach(|| vocab_txt::save(model, &path)).py()
+        gate::enter(py, || vocab_txt::save(model, &path))
     }
 }

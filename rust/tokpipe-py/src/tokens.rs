@@ -3,10 +3,10 @@
 //! they were staged in, the shuffle's copy in `tokpipe tokenize`, and writing packed rows to
 //! Parquet. Buffers in (read in place), buffers out, the GIL released while working.
 
-use crate::errors::IntoPyResult;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
 use crate::kernels::{bytes_of, owned_buffer, IntoNumbers, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::fs::File;
 use std::io::BufWriter;
@@ -20,7 +20,7 @@ fn typed<'a, T: Copy>(bytes: &'a [u8], what: &str) -> PyResult<&'a [T]> {
     // SAFETY: only used with plain integer types, for which every bit pattern is valid.
     let (head, values, tail) = unsafe { bytes.align_to::<T>() };
     if !head.is_empty() || !tail.is_empty() {
-        return Err(PyValueError::new_err(format!(
+        return Err(errors::invalid_argument(format!(
             "the {what} buffer is not aligned or not a whole number of items"
         )));
     }
@@ -51,7 +51,7 @@ where
             .zip(rows)
             .map(|(&p, &r)| (p.max(-1) as usize, r.max(-1) as usize))
     };
-    let (offsets, values) = py.detach(|| -> PyResult<(Vec<i64>, Vec<T>)> {
+    let (offsets, values) = gate::enter(py, || -> PyResult<(Vec<i64>, Vec<T>)> {
         let mut values = vec![T::default(); gathered_len(&lists, picks()).py()?];
         let offsets = gather_lists_into(&lists, picks(), &mut values).py()?;
         Ok((offsets, values))
@@ -77,12 +77,12 @@ pub fn gather_lists<'py>(
     let pieces = typed::<i64>(bytes_of(&pieces)?, "pieces")?;
     let rows = typed::<i64>(bytes_of(&rows)?, "rows")?;
     if pieces.len() != rows.len() {
-        return Err(PyValueError::new_err("pieces and rows differ in length"));
+        return Err(errors::invalid_argument("pieces and rows differ in length"));
     }
     match width {
         2 => gather::<u16>(py, &buffers, pieces, rows),
         4 => gather::<u32>(py, &buffers, pieces, rows),
-        _ => Err(PyValueError::new_err(format!(
+        _ => Err(errors::invalid_argument(format!(
             "width must be 2 or 4, not {width}"
         ))),
     }
@@ -118,15 +118,13 @@ fn read_ranges<T: Plain>(
 ) -> PyResult<Vec<T>> {
     let size = std::mem::size_of::<T>();
     if total % size != 0 {
-        return Err(PyValueError::new_err(format!(
+        return Err(errors::invalid_argument(format!(
             "the ranges hold {total} bytes, not a whole number of {size}-byte ids"
         )));
     }
-    py.detach(|| {
+    gate::enter(py, || -> tokpipe_core::Result<_> {
         let mut values = vec![T::default(); total / size];
-        files
-            .read_into(ranges.iter().copied(), bytes_mut(&mut values))
-            .py()?;
+        files.read_into(ranges.iter().copied(), bytes_mut(&mut values))?;
         Ok(values)
     })
 }
@@ -135,7 +133,7 @@ fn read_ranges<T: Plain>(
 impl PyStagedFiles {
     #[new]
     fn new(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Self> {
-        let inner = py.detach(|| StagedFiles::open(&paths)).py()?;
+        let inner = gate::enter(py, || StagedFiles::open(&paths))?;
         Ok(PyStagedFiles { inner })
     }
 
@@ -158,7 +156,7 @@ impl PyStagedFiles {
         let starts = typed::<i64>(bytes_of(&starts)?, "starts")?;
         let lengths = typed::<i64>(bytes_of(&lengths)?, "lengths")?;
         if files.len() != starts.len() || files.len() != lengths.len() {
-            return Err(PyValueError::new_err(
+            return Err(errors::invalid_argument(
                 "files, starts and lengths differ in length",
             ));
         }
@@ -166,7 +164,7 @@ impl PyStagedFiles {
         let mut total = 0usize;
         for ((&f, &s), &n) in files.iter().zip(starts).zip(lengths) {
             if f < 0 || s < 0 || n < 0 {
-                return Err(PyValueError::new_err("a negative file, start or length"));
+                return Err(errors::invalid_argument("a negative file, start or length"));
             }
             ranges.push((f as usize, s as u64, n as usize));
             total += n as usize;
@@ -174,7 +172,7 @@ impl PyStagedFiles {
         match width {
             2 => owned_buffer(py, read_ranges::<u16>(py, &self.inner, &ranges, total)?),
             4 => owned_buffer(py, read_ranges::<u32>(py, &self.inner, &ranges, total)?),
-            _ => Err(PyValueError::new_err(format!(
+            _ => Err(errors::invalid_argument(format!(
                 "width must be 2 or 4, not {width}"
             ))),
         }
@@ -208,14 +206,14 @@ impl PyPackedParquetWriter {
             "zstd" => Compression::Zstd(level),
             "none" | "uncompressed" => Compression::None,
             other => {
-                return Err(PyValueError::new_err(format!(
+                return Err(errors::invalid_argument(format!(
                     "packed rows are written with zstd or none, not {other:?}"
                 )))
             }
         };
-        let writer = py
-            .detach(|| PackedRowsWriter::create(&path, width, id_bits, compression, created_by))
-            .py()?;
+        let writer = gate::enter(py, || {
+            PackedRowsWriter::create(&path, width, id_bits, compression, created_by)
+        })?;
         Ok(PyPackedParquetWriter {
             inner: Mutex::new(Some(writer)),
             id_bits,
@@ -236,11 +234,11 @@ impl PyPackedParquetWriter {
             typed::<i32>(bytes_of(&lengths)?, "lengths")?,
         );
         let id_bits = self.id_bits;
-        py.detach(|| {
+        gate::enter(py, || {
             let mut slot = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             let writer = slot
                 .as_mut()
-                .ok_or_else(|| PyValueError::new_err("write() on a closed PackedParquetWriter"))?;
+                .ok_or_else(|| errors::state_error("write() on a closed PackedParquetWriter"))?;
             match id_bits {
                 16 => writer
                     .write_row_group(typed::<u16>(ids, "ids")?, lengths)
@@ -254,7 +252,7 @@ impl PyPackedParquetWriter {
 
     /// Writes the footer and closes the file; later calls do nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
+        gate::enter(py, || {
             let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
             match taken {
                 Some(writer) => writer.finish().map(drop).py(),

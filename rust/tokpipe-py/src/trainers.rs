@@ -1,19 +1,20 @@
 //! `tokpipe._core.BpeTrainer`, `WordPieceTrainer` and `UnigramTrainer`: the core trainers, with
 //! the GIL released while they read, count and learn.
 
-use crate::errors::IntoPyResult;
+use crate::errors::{self, IntoPyResult};
+use crate::gate;
 use crate::tokenizer::PyTokenizer;
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use tokpipe_core::assembly;
 use tokpipe_core::corpus::{CorpusOptions, CorpusReport, SetAsideReason};
 use tokpipe_core::lm::LmTrainer;
 use tokpipe_core::models::bpe::{BpeTrainer, BpeTrainerConfig};
 use tokpipe_core::models::unigram::trainer::{
-    bayesian_m_step, UnigramTrainStats, UnigramTrainer, UnigramTrainerConfig,
+    UnigramTrainStats, UnigramTrainer, UnigramTrainerConfig,
 };
 use tokpipe_core::models::wordpiece::{Score, WordPieceTrainer, WordPieceTrainerConfig};
 use tokpipe_core::models::Trainer;
@@ -72,20 +73,17 @@ impl<T: CountsCorpus> TrainerSlot<T> {
         let mut guard = self
             .inner
             .lock()
-            .map_err(|_| PyRuntimeError::new_err("the trainer failed in an earlier call"))?;
-        f(guard
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))?)
+            .map_err(|_| errors::state_error("the trainer failed in an earlier call"))?;
+        f(guard.as_mut().ok_or_else(|| errors::state_error(TRAINED))?)
     }
 
     /// Counts `texts` with the GIL released.
     pub(crate) fn feed(&self, py: Python<'_>, texts: Vec<PyBackedStr>) -> PyResult<()> {
         self.with(|trainer| {
-            py.detach(|| {
+            gate::enter(py, || {
                 let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
                 trainer.count_texts(&refs)
             })
-            .py()
         })
     }
 
@@ -98,7 +96,7 @@ impl<T: CountsCorpus> TrainerSlot<T> {
         text_field: String,
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = CorpusOptions { strict, text_field };
-        let report = self.with(|trainer| py.detach(|| trainer.count_files(&paths, &opts)).py())?;
+        let report = self.with(|trainer| gate::enter(py, || trainer.count_files(&paths, &opts)))?;
         report_dict(py, &report)
     }
 
@@ -108,7 +106,7 @@ impl<T: CountsCorpus> TrainerSlot<T> {
             .lock()
             .ok()
             .and_then(|mut g| g.take())
-            .ok_or_else(|| PyRuntimeError::new_err(TRAINED))
+            .ok_or_else(|| errors::state_error(TRAINED))
     }
 }
 
@@ -159,7 +157,7 @@ impl PyBpeTrainer {
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
         let trainer = self.slot.take()?;
-        let inner = py.detach(|| trainer.train_tokenizer()).py()?;
+        let inner = gate::enter(py, || assembly::train_bpe(trainer))?;
         Ok(PyTokenizer::new(inner))
     }
 }
@@ -193,8 +191,8 @@ impl PyWordPieceTrainer {
             "likelihood" => Score::Likelihood,
             "frequency" => Score::Frequency,
             other => {
-                return Err(crate::errors::to_py(tokpipe_core::Error::InvalidArgument(
-                    format!("score must be \"likelihood\" or \"frequency\", not {other:?}"),
+                return Err(errors::invalid_argument(format!(
+                    "score must be \"likelihood\" or \"frequency\", not {other:?}"
                 )))
             }
         };
@@ -237,7 +235,7 @@ impl PyWordPieceTrainer {
 
     fn train(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
         let trainer = self.slot.take()?;
-        let inner = py.detach(|| trainer.train_tokenizer()).py()?;
+        let inner = gate::enter(py, || assembly::train_wordpiece(trainer))?;
         Ok(PyTokenizer::new(inner))
     }
 }
@@ -295,9 +293,9 @@ impl PyUnigramTrainer {
         show_progress: bool,
     ) -> PyResult<Self> {
         let unk_id = optional_id(unk_id).ok_or_else(|| {
-            crate::errors::to_py(tokpipe_core::Error::InvalidArgument(
-                "unk_id must be a valid id: the unknown piece cannot be turned off".into(),
-            ))
+            errors::invalid_argument(
+                "unk_id must be a valid id: the unknown piece cannot be turned off",
+            )
         })?;
         let config = UnigramTrainerConfig {
             vocab_size,
@@ -350,7 +348,7 @@ impl PyUnigramTrainer {
     /// The trained tokenizer and what training read and did (see `_core.pyi`).
     fn train<'py>(&self, py: Python<'py>) -> PyResult<(PyTokenizer, Bound<'py, PyDict>)> {
         let trainer = self.slot.take()?;
-        let (tokenizer, stats) = py.detach(|| trainer.train_with_stats()).py()?;
+        let (tokenizer, stats) = gate::enter(py, || assembly::train_unigram(trainer))?;
         Ok((PyTokenizer::new(tokenizer), stats_dict(py, &stats)?))
     }
 }
@@ -366,13 +364,6 @@ fn stats_dict<'py>(py: Python<'py>, s: &UnigramTrainStats) -> PyResult<Bound<'py
     stats.set_item("em_steps", s.em_steps)?;
     stats.set_item("objective", s.objective)?;
     Ok(stats)
-}
-
-/// The Unigram trainer's M-step on expected counts: the new score of each piece, `None` for
-/// pieces it drops (exposed to check the formula against scipy).
-#[pyfunction]
-pub(crate) fn _unigram_m_step(expected: Vec<f64>) -> Vec<Option<f64>> {
-    bayesian_m_step(&expected)
 }
 
 /// A `CorpusReport` as the plain dict `tokpipe.train.CorpusReport.add` reads.

@@ -17,7 +17,7 @@ import pytest
 
 import tokpipe.pipeline as pipeline
 from tokpipe.errors import PipelineError
-from tokpipe.pipeline.engines.local import DUPLICATE_OF
+from tokpipe.pipeline.base import DUPLICATE_OF
 
 
 def write_jsonl(path: Path, records: list[object]) -> None:
@@ -191,11 +191,10 @@ def test_worker_processes_share_the_cores(preset: str | None) -> None:
     # a RAYON_NUM_THREADS the user set is kept. Run in a child so the variable starts as given.
     code = (
         "import os, json\n"
-        "from tokpipe.pipeline.config import parse_config\n"
-        "from tokpipe.pipeline.engines.local import LocalExecutor\n"
+        "from tokpipe.pipeline.engines.workers import WorkerPool\n"
         "from tests.pipeline.engines.test_local import _worker_threads\n"
         "os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:2]))\n"
-        "pool = LocalExecutor(parse_config({'stages': [{'type': 'exact_dedup'}]}), [], '/nonexistent')._pool(2)\n"
+        "pool = WorkerPool(2)\n"
         "print(json.dumps(pool.submit(_worker_threads, (), 'probe', '').result()))\n"
         "pool.shutdown()\n"
     )
@@ -215,10 +214,10 @@ def test_prefetched_items_keep_their_order_and_errors() -> None:
     raised where its item would have been, and a consumer that stops early stops it."""
     import threading
 
-    from tokpipe.pipeline.engines.local import _prefetched
+    from tokpipe.pipeline.engines.units import prefetched
 
-    assert list(_prefetched(iter(range(100)))) == list(range(100))
-    assert list(_prefetched(iter([]))) == []
+    assert list(prefetched(iter(range(100)))) == list(range(100))
+    assert list(prefetched(iter([]))) == []
 
     def failing():  # type: ignore[no-untyped-def]
         yield 1
@@ -227,7 +226,7 @@ def test_prefetched_items_keep_their_order_and_errors() -> None:
 
     got = []
     with pytest.raises(ValueError, match="bad input"):
-        for item in _prefetched(failing()):
+        for item in prefetched(failing()):
             got.append(item)
     assert got == [1, 2]
 
@@ -242,7 +241,7 @@ def test_prefetched_items_keep_their_order_and_errors() -> None:
         finally:
             closed.set()
 
-    stream = _prefetched(endless())
+    stream = prefetched(endless())
     assert [next(stream) for _ in range(3)] == [0, 1, 2]
     stream.close()
     assert closed.is_set()

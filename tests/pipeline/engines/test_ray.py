@@ -120,6 +120,7 @@ def test_signature_verification_decides_on_the_driver(local_ray: None, corpus: P
     assert outcome(tmp_path / "ray") == outcome(tmp_path / "local")
 
 
+@pytest.mark.slow  # a second Ray cluster from the command line: CI runs it (`-m slow`)
 def test_cli_engine_ray_joins_a_running_cluster_and_without_ray_exits_2(local_ray: None, corpus: Path,
                                                                         tmp_path: Path) -> None:
     config = tmp_path / "config.json"
@@ -145,6 +146,7 @@ def outcome_of_local(corpus: Path, out: Path) -> tuple[list[dict[str, Any]], lis
     return outcome(out)
 
 
+@pytest.mark.slow  # CI runs it (`-m slow`); the output comparison above runs by default
 def test_pii_scrubs_what_earlier_stages_rejected_on_ray_as_locally(local_ray: None, tmp_path: Path) -> None:
     # length_filter and exact_dedup drop documents before the pii stage: on Ray too, they
     # reach rejected/ scrubbed, ids hashed and duplicate_of naming the kept copy's new id.

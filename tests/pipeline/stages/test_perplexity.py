@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import CORPORA, VOCAB
 from tokpipe import Tokenizer, train_lm
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import registered_stages
+from tokpipe.pipeline.stages import registered_stages
 from tokpipe.pipeline.stages.perplexity import Perplexity
 
 

@@ -22,7 +22,7 @@ import tokpipe.pipeline as pipeline
 from tests.conftest import load_documents
 from tests.pipeline.stages import pii_labels as labels
 from tokpipe.errors import ConfigError, ConfigWarning, InvalidArgumentError
-from tokpipe.pipeline.base import registered_stages
+from tokpipe.pipeline.stages import registered_stages
 from tokpipe.pipeline.config import parse_config
 from tokpipe.pipeline.stages.pii import PII_TYPES, Pii, hashed_id, pii_spans
 

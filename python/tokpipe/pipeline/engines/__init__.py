@@ -1,5 +1,7 @@
-"""Where a pipeline runs: ``local`` (worker processes on this machine, the default)."""
+"""Where a pipeline runs: ``local`` (worker processes on this machine, the default) or ``ray``
+(``engines.ray``), both on the executor contract of ``engines.base``."""
 
-from tokpipe.pipeline.engines.local import LocalExecutor, ProgressUpdate, RunOptions, RunResult
+from tokpipe.pipeline.engines.base import Executor, ProgressUpdate, RunOptions, RunResult, WorkUnit
+from tokpipe.pipeline.engines.local import LocalExecutor
 
-__all__ = ["LocalExecutor", "ProgressUpdate", "RunOptions", "RunResult"]
+__all__ = ["Executor", "LocalExecutor", "ProgressUpdate", "RunOptions", "RunResult", "WorkUnit"]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import pyarrow as pa
 
-from tokpipe.errors import CorpusError
+from tokpipe.errors import CorpusError, InvalidArgumentError
 from tokpipe.pipeline.fields import field_column
 
 __all__ = [
@@ -76,7 +76,7 @@ class ReadError:
 
     def __post_init__(self) -> None:
         if self.reason not in READ_ERROR_REASONS:
-            raise ValueError(f"unknown read error reason {self.reason!r}; expected one of {READ_ERROR_REASONS}")
+            raise InvalidArgumentError(f"unknown read error reason {self.reason!r}; expected one of {READ_ERROR_REASONS}")
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,10 @@ class ReaderOptions:
 
     def __post_init__(self) -> None:
         if self.split not in ("none", "lines", "paragraphs"):
-            raise ValueError(f"split must be 'none', 'lines' or 'paragraphs', not {self.split!r}")
+            raise InvalidArgumentError(f"split must be 'none', 'lines' or 'paragraphs', not {self.split!r}")
         for name in ("batch_rows", "max_document_bytes", "task_bytes"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+                raise InvalidArgumentError(f"{name} must be at least 1, not {getattr(self, name)}")
 
 
 class ErrorSink:

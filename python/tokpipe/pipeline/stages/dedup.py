@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from tokpipe.pipeline.base import DecideContext, GlobalStage, register
+from tokpipe.errors import InvalidArgumentError
+from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin, register, split_by_task
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import exact_dedup_keys
 
@@ -51,14 +52,26 @@ class ExactDedup(GlobalStage):
             return [np.zeros(0, dtype=np.int64) for _ in sizes]
         # return_index gives the first occurrence of each distinct key, in input order.
         _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-        keeper = first[inverse.reshape(-1)]
-        bounds = np.cumsum([0, *sizes])
-        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
+        return split_by_task(first[inverse.reshape(-1)], sizes)
+
+    def join(self) -> GroupJoin:
+        """The same decision as a group-by: documents grouped by key, each keeping the first
+        of its group."""
+        return GroupJoin("key join", ("key",), _key_rows, _by_task)
+
+
+def _key_rows(keys: pa.Array, positions: np.ndarray) -> pa.Table:
+    return pa.table({"key": keys.cast(pa.binary()), "pos": positions})
+
+
+def _by_task(keepers: np.ndarray, keys: Sequence[pa.Array], sizes: Sequence[int],
+             context: DecideContext) -> list[np.ndarray]:
+    return split_by_task(keepers, sizes)
 
 
 def _as_numpy(keys: pa.Array) -> np.ndarray:
     """Fixed-size binary keys as a numpy ``S16`` array, without a Python object per key."""
     if keys.null_count:
-        raise ValueError("exact_dedup: a document has no key")
+        raise InvalidArgumentError("exact_dedup: a document has no key")
     data = np.frombuffer(keys.buffers()[1], dtype=f"S{KEY_BYTES}")
     return data[keys.offset: keys.offset + len(keys)]

@@ -28,28 +28,29 @@ Progress is reported per phase: signatures read, bands joined, candidates checke
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import DecideContext, GlobalStage, register, scratch_space
+from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin, register, scratch_space
 from tokpipe.pipeline.documents import TEXT
-from tokpipe.pipeline.kernels import minhash_dedup_keys, minhash_pair_similarities
+from tokpipe.pipeline.kernels import (MINHASH_REPRESENTATIVES, LshIndex, lsh_index, minhash_dedup_keys,
+                                      minhash_optimal_params, minhash_pair_similarities)
 
 __all__ = ["MinhashDedup", "optimal_params", "REPRESENTATIVES"]
 
 #: Members of a band bucket each member is paired with (``tokpipe_core::minhash::banding::
 #: MAX_REPRESENTATIVES``): a band join done elsewhere must pair the same way.
-REPRESENTATIVES: int = _core.MINHASH_REPRESENTATIVES
+REPRESENTATIVES: int = MINHASH_REPRESENTATIVES
 
 
 def optimal_params(threshold: float, num_perm: int, false_positive_weight: float = 0.5,
                    false_negative_weight: float = 0.5) -> tuple[int, int]:
     """(bands, rows) minimising the weighted false positive and false negative probabilities
     at ``threshold``: datasketch's ``MinHashLSH`` choice, computed without SciPy."""
-    return _core.minhash_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
+    return minhash_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
 
 
 @register
@@ -158,6 +159,21 @@ class MinhashDedup(GlobalStage):
             raise InvalidArgumentError("minhash_dedup: verify='signature' needs the band join done in decide")
         return self._decide(keys, context, np.ascontiguousarray(candidates, dtype="<u4"))
 
+    def join(self) -> GroupJoin | None:
+        """The band join as a group-by: each document's band values, grouped by band and
+        value, each bucket's members paired as ``LshIndex`` pairs them; the pairs are then
+        checked and clustered by ``decide_with_candidates``, so the clusters are
+        ``decide``'s. None with ``verify='signature'``, which needs the order within a bucket."""
+        if self.verify == "signature":
+            return None
+        bands, rows = self.lsh_params()
+        return GroupJoin("band join", ("band", "key"), BandRows(bands, rows, 8 + 4 * self.num_perm),
+                         self._decide_joined, REPRESENTATIVES)
+
+    def _decide_joined(self, pairs: np.ndarray, keys: Sequence[pa.Array], sizes: Sequence[int],
+                       context: DecideContext) -> list[np.ndarray]:
+        return self.decide_with_candidates(keys, pairs, context)
+
     def _decide(self, keys: Sequence[pa.Array], context: DecideContext | None,
                 candidates: np.ndarray | None) -> list[np.ndarray]:
         bands, rows = self.lsh_params()
@@ -170,15 +186,15 @@ class MinhashDedup(GlobalStage):
         sizes, lengths = [], []
         stats = self.stats.extra
         with scratch_space(context) as scratch:
-            index = _core.LshIndex(scratch, self.num_perm, bands, rows, self.verify, self.threshold, self.keep,
-                                   self.memory_mb << 20)
+            index = lsh_index(scratch, self.num_perm, bands, rows, self.verify, self.threshold, self.keep,
+                              self.memory_mb << 20)
             if candidates is not None:
                 index.band_elsewhere()
             tasks = len(keys)
             progress("signatures", 0, tasks)
             for done, k in enumerate(keys, 1):
                 if k.null_count:
-                    raise ValueError("minhash_dedup: a document has no signature")
+                    raise InvalidArgumentError("minhash_dedup: a document has no signature")
                 if len(k):
                     data = np.frombuffer(k.buffers()[1], dtype=np.uint8)[k.offset * width:(k.offset + len(k)) * width]
                     index.add(data)
@@ -210,7 +226,7 @@ class MinhashDedup(GlobalStage):
         bounds = np.cumsum([0, *sizes])
         return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
 
-    def _exact_check(self, index: _core.LshIndex, length: np.ndarray,
+    def _exact_check(self, index: LshIndex, length: np.ndarray,
                      column: Callable[[str, np.ndarray], pa.Array], progress: Callable[[str, int, int], None]) -> int:
         """Joins the candidate pairs whose shingle sets' exact Jaccard similarity reaches the
         threshold; returns how many did not. The candidates' texts are read in slices of
@@ -240,3 +256,47 @@ class MinhashDedup(GlobalStage):
             pa.default_memory_pool().release_unused()
             progress("exact check", end, total)
         return rejected
+
+
+@dataclass(frozen=True)
+class BandRows:
+    """A task's rows for the band join (``MinhashDedup.join``): one per document with a
+    signature and per band, ``band``, ``key`` (the band's values hashed by :func:`band_keys`)
+    and ``pos``. Empty documents take no part, as in ``LshIndex``."""
+
+    bands: int
+    rows: int
+    width: int
+
+    def __call__(self, keys: pa.Array, positions: np.ndarray) -> pa.Table:
+        tables = []
+        if len(keys):
+            raw = np.frombuffer(keys.buffers()[1], dtype=np.uint8)[
+                keys.offset * self.width:(keys.offset + len(keys)) * self.width]
+            signatures = raw.reshape(-1, self.width)[:, 8:].copy().view("<u4")
+            live = (signatures != np.uint32(0xFFFFFFFF)).any(axis=1)
+            signatures, positions = signatures[live], positions[live]
+            for band in range(self.bands):
+                tables.append(pa.table({"band": np.full(len(positions), band, dtype=np.int32),
+                                        "key": band_keys(signatures, band, self.rows), "pos": positions}))
+        if not tables:
+            return pa.table({"band": pa.array([], pa.int32()), "key": pa.array([], pa.int64()),
+                             "pos": pa.array([], pa.int64())})
+        return pa.concat_tables(tables)
+
+
+def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
+    """A 64-bit key of each signature's band ``band``: its values chained through a
+    multiply-xorshift mix. Documents group by it as the core's ``LshIndex`` groups them by
+    its own 64-bit band hash: equal bands always meet, unequal ones collide with odds of
+    2^-64 a pair."""
+    values = signatures[:, band * rows:(band + 1) * rows].astype(np.uint64)
+    h = np.full(len(values), np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(band), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in values.T:
+            h ^= column
+            h *= np.uint64(0xFF51AFD7ED558CCD)
+            h ^= h >> np.uint64(33)
+            h *= np.uint64(0xC4CEB9FE1A85EC53)
+            h ^= h >> np.uint64(29)
+    return h.view(np.int64)

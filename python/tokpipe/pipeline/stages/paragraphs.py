@@ -22,10 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokpipe import _core
 from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, register
 from tokpipe.pipeline.documents import TEXT
-from tokpipe.pipeline.kernels import paragraph_drop_lines, paragraph_keys
+from tokpipe.pipeline.kernels import paragraph_decide, paragraph_drop_lines, paragraph_keys
 
 __all__ = ["ParagraphDedup"]
 
@@ -64,9 +63,7 @@ class ParagraphDedup(GlobalStage):
             counts.append((np.diff(offsets) // _LINE_KEY).astype("<u4"))
         lines = np.concatenate(counts) if counts else np.zeros(0, dtype="<u4")
         flat = np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8)
-        drop, emptied, paragraphs, removed, removed_bytes = _core.paragraph_decide(flat, lines)
-        drop_np = np.frombuffer(drop, dtype=np.uint8)
-        emptied_np = np.frombuffer(emptied, dtype=np.uint8).astype(bool)
+        drop_np, emptied_np, paragraphs, removed, removed_bytes = paragraph_decide(flat, lines)
         extra = self.stats.extra
         extra["paragraphs"] += paragraphs
         extra["paragraphs_removed"] += removed

@@ -4,9 +4,9 @@ optional perplexity ceiling.
 Each document is scored as CCNet scores it (``cc_net/perplexity.py``): cut at every ``\\n``
 (empty lines included), each line optionally normalised as CCNet normalises
 (``normalize: true``: strip, lowercase, strip accents, digits to 0, Unicode punctuation to
-ASCII, control characters dropped), tokenized (whitespace words, or a ``tokenizer.json``'s
-tokens) and scored as ``<s> line </s>`` by the n-gram model, exactly as the ``kenlm`` module
-scores; the document's perplexity is ``10 ** (-sum log10 p / n)``, ``n`` the tokens plus one
+ASCII, control characters dropped), tokenized (whitespace words, or a tokenizer's tokens:
+any file ``Tokenizer.from_file`` reads) and scored as ``<s> line </s>`` by the n-gram model,
+exactly as the ``kenlm`` module scores; the document's perplexity is ``10 ** (-sum log10 p / n)``, ``n`` the tokens plus one
 ``</s>`` per line. Use the tokenizer and normalisation the model was trained with.
 
 The scoring runs in Rust over the Arrow text buffers on all cores. The model is loaded once
@@ -114,8 +114,9 @@ class Perplexity(Stage):
     """Adds ``perplexity`` (float64, CCNet's document perplexity under the n-gram ``model``,
     an ARPA file) and, when cutoffs are known, ``bucket`` (``head``/``middle``/``tail``);
     drops documents above ``max_perplexity`` (reason ``perplexity``; the rejected documents
-    keep their ``perplexity`` column). ``tokenizer``: a tokenizer.json whose tokens are the
-    model's words (none: whitespace words). ``normalize``: CCNet's line normalisation first.
+    keep their ``perplexity`` column). ``tokenizer``: a tokenizer file (any ``Tokenizer.from_file``
+    reads) whose tokens are the model's words (none: whitespace words). ``normalize``: CCNet's
+    line normalisation first.
     ``cutoffs: [head, tail]``, or ``sample`` (a file of documents), ``sample_size`` and
     ``percentiles`` to compute them once (see the module notes)."""
 

@@ -1,5 +1,7 @@
 """``pii``: finds personal data and secrets in each document and replaces them, with the spans
 in a metadata column.
+(Over 500 lines: 140 of them are this docstring, the rule of every detector, kept beside the
+options that name them; the rest is one stage and its option checks.)
 
 The detectors run in Rust over the Arrow text buffers on all cores
 (``rust/tokpipe-core/src/pii/``). Each starts from a cheap trigger (``@``, ``://``, ``:``,
@@ -151,18 +153,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import (DUPLICATE_OF, REASON, STAGE, GlobalStage, Stage, StageResult, register,
-                                   registered_stages)
+from tokpipe.pipeline.base import DUPLICATE_OF, REASON, REGISTRY, STAGE, GlobalStage, Stage, StageResult, register
 from tokpipe.pipeline.documents import ID, TEXT, replace_text, set_column
 from tokpipe.pipeline.fields import is_json
-from tokpipe.pipeline.kernels import arrow_of, exact_dedup_keys, numpy_of, string_buffers
+from tokpipe.pipeline.kernels import PII_TYPES, arrow_of, exact_dedup_keys, numpy_of, pii_find, pii_scrub
 
 __all__ = ["Pii", "PII_TYPES", "ACTIONS", "ID_ACTIONS", "pii_spans", "hashed_id"]
 
-#: The PII types, in the kernel's order.
-PII_TYPES: tuple[str, ...] = tuple(_core.pii_types())
 ACTIONS = ("tag", "mask", "hash", "dummy", "drop_doc", "keep")
 ID_ACTIONS = ("hash", "hash_all", "keep")
 DEFAULT_SALT = "tokpipe-pii"
@@ -180,7 +178,7 @@ _Found = list[tuple[str, np.ndarray]]
 def pii_spans(text: str, types: list[str] | tuple[str, ...] = PII_TYPES,
               only_public_ip: bool = False) -> list[tuple[str, int, int]]:
     """(type, start, end) of each PII span of ``text`` (code points), overlaps resolved."""
-    return [tuple(s) for s in _core.pii_find(text, list(types), only_public_ip)]
+    return pii_find(text, types, only_public_ip)
 
 
 def hashed_id(value: str, salt: str = DEFAULT_SALT) -> str:
@@ -209,8 +207,10 @@ def _hashed_ids(ids: pa.Array, salt: str) -> pa.Array:
 
 def _id_columns() -> frozenset[str]:
     """Columns whose values are document ids: ``id``, ``duplicate_of``, and the cluster column
-    of each registered global stage (``minhash_dedup``'s ``dup_cluster``)."""
-    clusters = {cls.cluster_column for cls in registered_stages().values()
+    of each registered global stage (``minhash_dedup``'s ``dup_cluster``). The built-in stages
+    are all registered by then: importing this module imports ``tokpipe.pipeline.stages``,
+    which imports every one of them, before any ``Pii`` is built."""
+    clusters = {cls.cluster_column for cls in REGISTRY.snapshot().values()
                 if issubclass(cls, GlobalStage) and cls.cluster_column}
     return frozenset({ID, DUPLICATE_OF, *clusters})
 
@@ -335,20 +335,11 @@ class Pii(Stage):
 
     def scrub(self, text: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, pa.Array, dict[str, np.ndarray], np.ndarray]:
         """(scrubbed text, metadata JSON, spans per type per row, drop flag per row)."""
-        offsets, data, wide = string_buffers(text)
         names = list(self._per_type)
-        new_offsets, new_data, meta_offsets, meta_data, counts, drops = _core.pii_scrub(
-            offsets, data, wide, names, [self._per_type[t] for t in names], self.only_public_ip, self._salt,
-            self.max_per_1000_chars)
-        n = len(offsets) - 1
-        new_text = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_offsets), pa.py_buffer(new_data))
-        meta = pa.LargeStringArray.from_buffers(n, pa.py_buffer(meta_offsets), pa.py_buffer(meta_data))
-        if not wide:
-            new_text = new_text.cast(pa.string())
-            meta = meta.cast(pa.string())
-        raw = np.frombuffer(counts, dtype="<u8").reshape(len(PII_TYPES), n)
-        per_type = {t: raw[i] for i, t in enumerate(PII_TYPES)}
-        return new_text, meta, per_type, np.frombuffer(drops, dtype=np.uint8).astype(bool)
+        scrubbed = pii_scrub(text, names, [self._per_type[t] for t in names], self.only_public_ip, self._salt,
+                             self.max_per_1000_chars)
+        per_type = {t: scrubbed.counts[i] for i, t in enumerate(PII_TYPES)}
+        return scrubbed.text, scrubbed.metadata, per_type, scrubbed.drops
 
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         batch, drops = self._scrub_batch(batch, frozenset(), count=True)

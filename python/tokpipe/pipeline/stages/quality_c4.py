@@ -1,7 +1,7 @@
 """``c4_quality``, ``c4_badwords`` and ``fineweb_quality``: the heuristic rules of C4 and
 FineWeb, with datatrove's parameter names, defaults, rule order and reasons.
 
-The rules run in Rust over the Arrow text buffers on all cores (``tokpipe._core``); English
+The rules run in Rust over the Arrow text buffers on all cores (``tokpipe.pipeline.kernels``); English
 words and sentences are counted by a port of spaCy's English tokenizer and sentencizer, which
 is what datatrove uses for English (see ``rust/tokpipe-core/src/text/en_words.rs``).
 """
@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Filter, Stage, StageResult, Verdict, register
 from tokpipe.pipeline.documents import TEXT, replace_text
-from tokpipe.pipeline.kernels import string_buffers
+from tokpipe.pipeline.kernels import FINEWEB_STATS, c4_badwords, c4_quality, fineweb_stats, word_counts
 
 __all__ = ["C4Quality", "C4BadWords", "FineWebQuality", "TERMINAL_PUNCTUATION"]
 
@@ -77,16 +76,11 @@ class C4Quality(Stage):
 
     def rewrite(self, text: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray, dict[str, int]]:
         """(new text, reason per row ("" when kept), line counts) for a string column."""
-        offsets, data, wide = string_buffers(text)
-        new_offsets, new_data, drops, line_stats = _core.c4_quality(
-            offsets, data, wide, self.remove_citations, self.filter_no_terminal_punct, self.min_num_sentences,
+        new_text, drops, line_stats = c4_quality(
+            text, self.remove_citations, self.filter_no_terminal_punct, self.min_num_sentences,
             self.min_words_per_line, self.max_word_length, self.filter_lorem_ipsum, self.filter_javascript,
             self.filter_curly_bracket, self.filter_policy)
-        n = len(offsets) - 1
-        array_type = pa.LargeStringArray if wide else pa.StringArray
-        new_text = array_type.from_buffers(n, pa.py_buffer(new_offsets), pa.py_buffer(new_data))
-        reasons = _C4_REASONS[np.frombuffer(drops, dtype=np.uint8)]
-        return new_text, reasons, dict(zip(_C4_LINE_STATS, line_stats))
+        return new_text, _C4_REASONS[drops], dict(zip(_C4_LINE_STATS, line_stats))
 
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         new_text, reasons, line_stats = self.rewrite(batch.column(TEXT))
@@ -130,9 +124,7 @@ class C4BadWords(Filter):
         self._rng = np.random.default_rng(seed)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
-        offsets, data, wide = string_buffers(batch.column(TEXT))
-        found = np.frombuffer(_core.c4_badwords(offsets, data, wide, self._words, self.word_boundaries),
-                              dtype=np.uint8).astype(bool)
+        found = c4_badwords(batch.column(TEXT), self._words, self.word_boundaries)
         keep = ~found
         if self.keep_fraction > 0.0 and found.any():
             keep[found] = self._rng.uniform(size=int(found.sum())) < self.keep_fraction
@@ -167,19 +159,13 @@ class FineWebQuality(Filter):
 
     def statistics(self, text: pa.Array | pa.ChunkedArray, count_words: bool = True) -> dict[str, np.ndarray]:
         """The per-document counts the rules read; ``words`` is 0 without ``count_words``."""
-        offsets, data, wide = string_buffers(text)
         stop = self.stop_chars if self.stop_chars is not None else list(TERMINAL_PUNCTUATION)
-        raw = np.frombuffer(_core.fineweb_stats(offsets, data, wide, stop, self.short_line_length,
-                                                self.language if count_words else None), dtype=np.uint64)
-        fields = ("lines", "punct_lines", "short_lines", "dup_line_chars", "chars", "newlines", "words")
-        n = len(offsets) - 1
-        return {f: raw[i * n:(i + 1) * n].astype(np.float64) for i, f in enumerate(fields)}
+        counts = fineweb_stats(text, stop, self.short_line_length, self.language if count_words else None)
+        return {f: counts[i].astype(np.float64) for i, f in enumerate(FINEWEB_STATS)}
 
     def word_counts(self, text: pa.Array | pa.ChunkedArray, selected: np.ndarray) -> np.ndarray:
         """The words of the rows of the boolean mask ``selected`` (0 for the others)."""
-        offsets, data, wide = string_buffers(text)
-        counts = _core.word_counts(offsets, data, wide, self.language, np.asarray(selected, np.uint8).tobytes())
-        return np.frombuffer(counts, dtype=np.uint64).astype(np.float64)
+        return word_counts(text, self.language, selected).astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
         text = batch.column(TEXT)

@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Filter, Verdict, register
 from tokpipe.pipeline.documents import TEXT
-from tokpipe.pipeline.kernels import string_buffers
+from tokpipe.pipeline.kernels import gopher_quality_stats, gopher_repetition_stats
 from tokpipe.pipeline.stages.quality_c4 import TERMINAL_PUNCTUATION
 
 __all__ = ["GopherQuality", "GopherRepetition", "STOP_WORDS", "PUNCTUATION"]
@@ -136,9 +135,8 @@ class GopherQuality(Filter):
 
     def features(self, batch: pa.RecordBatch) -> np.ndarray:
         """``(rows, len(QUALITY_STATS))``: the per-document counts the rules read."""
-        offsets, data, wide = string_buffers(_text(batch))
-        raw = _core.gopher_quality_stats(offsets, data, wide, self.language, PUNCTUATION, self.stop_words)
-        return np.frombuffer(raw, dtype=np.uint64).reshape(len(offsets) - 1, len(QUALITY_STATS)).astype(np.float64)
+        counts = gopher_quality_stats(_text(batch), self.language, PUNCTUATION, self.stop_words, len(QUALITY_STATS))
+        return counts.astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
         s = self.features(batch)
@@ -207,11 +205,9 @@ class GopherRepetition(Filter):
         """The per-document counts the rules read: the ``REPETITION_STATS`` columns, then the
         top n-gram characters per ``top_n_grams`` size, then the duplicated n-gram characters
         per ``dup_n_grams`` size."""
-        offsets, data, wide = string_buffers(_text(batch))
         top_n, dup_n = [n for n, _ in self.top_n_grams], [n for n, _ in self.dup_n_grams]
-        raw = _core.gopher_repetition_stats(offsets, data, wide, self.language, top_n, dup_n)
         width = len(REPETITION_STATS) + len(top_n) + len(dup_n)
-        return np.frombuffer(raw, dtype=np.uint64).reshape(len(offsets) - 1, width).astype(np.float64)
+        return gopher_repetition_stats(_text(batch), self.language, top_n, dup_n, width).astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
         s = self.features(batch)

@@ -57,16 +57,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tokpipe import _core
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Stage, StageResult, register
 from tokpipe.pipeline.documents import TEXT, set_column
-from tokpipe.pipeline.kernels import string_buffers
+from tokpipe.pipeline.kernels import TEXT_STATS_FEATURES, blocklist_counts, text_stats
 
 __all__ = ["TextStats", "Blocklist", "FEATURES", "text_features"]
 
 #: The features, in the order the kernel lays them out; column ``stat_<name>``.
-FEATURES: tuple[str, ...] = tuple(_core.text_stats_features())
+FEATURES: tuple[str, ...] = TEXT_STATS_FEATURES
 
 #: Column-name prefix of the features.
 PREFIX = "stat_"
@@ -74,10 +73,8 @@ PREFIX = "stat_"
 
 def text_features(text: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
     """Every feature of a string column (null rows read as empty text), as float64 arrays."""
-    offsets, data, wide = string_buffers(text)
-    raw = np.frombuffer(_core.text_stats(offsets, data, wide), dtype="<f8")
-    n = len(offsets) - 1
-    return {f: raw[i * n:(i + 1) * n] for i, f in enumerate(FEATURES)}
+    values = text_stats(text)
+    return {f: values[i] for i, f in enumerate(FEATURES)}
 
 
 def _first_failure(rules: list[tuple[str, np.ndarray]], n: int) -> np.ndarray:
@@ -187,10 +184,7 @@ class Blocklist(Stage):
 
     def counts(self, text: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
         """(matches, script-aware words) per row of a string column, as int64 arrays."""
-        offsets, data, wide = string_buffers(text)
-        hits, words = _core.blocklist_counts(offsets, data, wide, self._entries, self.ignore_case,
-                                             self.word_boundaries)
-        return np.frombuffer(hits, dtype="<u8").astype(np.int64), np.frombuffer(words, dtype="<u8").astype(np.int64)
+        return blocklist_counts(text, self._entries, self.ignore_case, self.word_boundaries)
 
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         hits, words = self.counts(batch.column(TEXT))

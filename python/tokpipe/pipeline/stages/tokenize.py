@@ -42,40 +42,15 @@ EOS_CANDIDATES = ("<|endoftext|>", "</s>", "[SEP]", "<eos>", "<|end_of_text|>")
 _CACHE: dict[tuple[str, int, int], Tokenizer] = {}
 
 
-def _tiktoken_pattern(name: str) -> str:
-    lowered = name.lower()
-    for key, preset in (("o200k", "o200k"), ("cl100k", "cl100k"), ("p50k", "gpt2"), ("r50k", "gpt2"), ("gpt2", "gpt2")):
-        if key in lowered:
-            return preset
-    raise ConfigError(f"{name}: cannot tell the pre-tokenizer pattern of this .tiktoken file from its name "
-                      "(expected cl100k, o200k, r50k, p50k or gpt2 in it); convert it to a tokenizer.json")
-
-
-def _load(path: Path) -> Tokenizer:
-    name = path.name
-    if name.endswith((".tiktoken", ".tiktoken.gz")):
-        return Tokenizer.from_tiktoken(path, pattern=_tiktoken_pattern(name))
-    if name.endswith("encoder.json") or name.endswith(".bpe"):
-        # GPT-2's pair: `[prefix]encoder.json` and `[prefix]vocab.bpe` side by side.
-        prefix = name[: -len("encoder.json")] if name.endswith("encoder.json") else name[: -len("vocab.bpe")]
-        encoder, merges = path.with_name(prefix + "encoder.json"), path.with_name(prefix + "vocab.bpe")
-        if encoder.exists() and merges.exists():
-            return Tokenizer.from_gpt2(encoder, merges)
-    if name.endswith(".txt"):
-        return Tokenizer.from_wordpiece_vocab(path)
-    return Tokenizer.from_file(path)
-
-
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """A tokenizer from a file: an HF ``tokenizer.json``, a ``.tiktoken[.gz]`` rank file
-    (pattern told by its name: cl100k, o200k, r50k/p50k/gpt2), GPT-2's ``encoder.json`` with
-    its ``vocab.bpe`` beside it, or BERT's ``vocab.txt``. Cached per process."""
+    """:meth:`Tokenizer.from_file` of ``path`` (any tokenizer file tokpipe reads), cached per
+    process by path, size and mtime."""
     resolved = Path(path).resolve()
     stat = resolved.stat()
     key = (str(resolved), stat.st_size, stat.st_mtime_ns)
     tokenizer = _CACHE.get(key)
     if tokenizer is None:
-        tokenizer = _CACHE[key] = _load(resolved)
+        tokenizer = _CACHE[key] = Tokenizer.from_file(resolved)
     return tokenizer
 
 

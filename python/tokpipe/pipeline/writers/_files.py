@@ -21,6 +21,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tokpipe.pipeline.fs import temp_name
+
 __all__ = ["fsync_dir", "publish", "temp_name", "hash_file", "hash_path", "hash_in_background", "HashingWriter"]
 
 # Read size for hashing: large enough that per-call overhead vanishes next to the hash itself.
@@ -28,15 +30,6 @@ _CHUNK = 1 << 20
 # Writes a background HashingWriter may be behind: enough to ride out an uneven write, few
 # enough that the buffers it holds stay a few writes' worth.
 _HASH_IN_FLIGHT = 2
-
-
-def temp_name(final: Path) -> Path:
-    """The hidden temporary path a file is written to before it is renamed to ``final``.
-
-    Hidden (leading dot) and suffixed so that globs for finished files (``part-*.parquet``)
-    and dataset loaders that skip dot-files never pick up a file still being written.
-    """
-    return final.with_name(f".{final.name}.tmp")
 
 
 def fsync_dir(directory: Path) -> None:

@@ -1,16 +1,22 @@
-"""The dataset manifest: ``OUT/manifest.json`` lists every shard with its rows, size and hash.
+"""The manifests of output folders, and the checks of a folder against its manifest.
 
-The manifest is written last, atomically, once every shard is published, so its presence means
-the run finished; ``verify_manifest`` then checks the folder against it (a shard missing,
-changed or truncated, a row count that disagrees with the Parquet footer, or a shard on disk
-that the manifest does not list). Shard paths are relative to ``OUT`` and use ``/``; rejected
-documents live under ``OUT/rejected/``.
+``tokpipe clean``'s dataset manifest: ``OUT/manifest.json`` lists every shard with its rows,
+size and hash. It is written last, atomically, once every shard is published, so its presence
+means the run finished; ``verify_manifest`` then checks the folder against it (a shard
+missing, changed or truncated, a row count that disagrees with the Parquet footer, or a shard
+on disk that the manifest does not list). Shard paths are relative to ``OUT`` and use ``/``;
+rejected documents live under ``OUT/rejected/``.
+
+``verify_tokenized`` checks a ``tokpipe tokenize`` folder against its manifest (which
+``pipeline.tokenize`` writes) with the same file checks (``check_file``,
+``check_parquet_rows``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -21,14 +27,17 @@ import pyarrow.parquet as pq
 from tokpipe import __version__
 from tokpipe.errors import FormatError, InvalidArgumentError
 from tokpipe.pipeline.writers._files import hash_path, publish, temp_name
+from tokpipe.pipeline.writers.megatron import MAGIC
 from tokpipe.pipeline.writers.parquet import ShardInfo
 
-__all__ = ["MANIFEST_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
-           "verify_manifest", "check_file", "check_parquet_rows", "is_plain_relative"]
+__all__ = ["MANIFEST_NAME", "ERRORS_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
+           "verify_manifest", "check_file", "check_parquet_rows", "is_plain_relative", "verify_tokenized"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
 MANIFEST_NAME = "manifest.json"
+#: The unreadable inputs, one JSON line each (beside the manifest, for every kind of run).
+ERRORS_NAME = "errors.jsonl"
 FORMAT = "tokpipe-dataset"
 FORMAT_VERSION = 1
 #: Sub-folder of ``OUT`` holding the rejected documents' shards.
@@ -212,4 +221,84 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
     for rel in sorted(on_disk):
         if rel not in listed:
             problems.append(f"{rel}: on disk but not listed in the manifest")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# tokpipe tokenize's output (its manifest is written by ``pipeline.tokenize``).
+
+
+def _published_paths(manifest: dict[str, Any]) -> list[str]:
+    """Every file a run publishes, as its manifest describes the run (paths from OUT, with
+    ``/``), whether or not the manifest records its digest."""
+    paths = [ERRORS_NAME]
+    for name, split in manifest["splits"].items():
+        paths += [entry["path"] for entry in split.get("parquet", [])]
+        paths.append(f"{name}/documents.parquet")
+        if split.get("megatron") is not None:
+            paths += [f"{split['megatron']['prefix']}.bin", f"{split['megatron']['prefix']}.idx"]
+    return paths
+
+
+def _check_digest(out: Path, rel: str, entry: dict[str, Any], version: str) -> list[str]:
+    """A published file against its size and sha256 in the manifest; a file an older
+    tokpipe recorded no sha256 for is "not verified", a problem too."""
+    problems = check_file(out, rel, entry.get("bytes"), entry.get("sha256"))
+    if not problems and not entry.get("sha256"):
+        problems.append(f"{rel}: not verified: the manifest (tokpipe {version}) records no sha256 for it; "
+                        "rerun the same `tokpipe tokenize` command to record the digests")
+    return problems
+
+
+def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[str]:
+    """Check a tokenized folder against its manifest; return the problems found, one line
+    each naming the file (``[]`` when all is well).
+
+    Every published file (``_published_paths``: the Parquet shards, each split's
+    ``documents.parquet``, ``megatron.bin`` and ``megatron.idx``, ``errors.jsonl``) must
+    exist with the size and sha256 the manifest's ``files`` records; the Parquet footers'
+    row counts and the ``.idx`` header's sequence count must agree with the manifest; and no
+    other file may sit in a split's folder (a loader globbing ``part-*.parquet`` would read
+    it). A manifest from a tokpipe that recorded no digests (no ``files``) still has the
+    shards' digests and the ``.bin``'s size checked; every other file is reported as "not
+    verified", a problem: such a folder is never called verified."""
+    out = Path(out_dir)
+    version = str(manifest.get("tokpipe_version"))
+    problems: list[str] = []
+    recorded: dict[str, dict[str, Any]] = {entry["path"]: entry for entry in manifest.get("files", [])}
+    for split in manifest["splits"].values():
+        # Older manifests: the shards had their digests already, the .bin its size.
+        for entry in split.get("parquet", []):
+            recorded.setdefault(entry["path"], entry)
+        if split.get("megatron") is not None:
+            recorded.setdefault(f"{split['megatron']['prefix']}.bin", {"bytes": split["megatron"]["bin_bytes"]})
+    paths = dict.fromkeys([*_published_paths(manifest), *recorded])
+    for rel in paths:
+        if not is_plain_relative(rel):
+            problems.append(f"manifest.json: {rel[:200]!r} is not a plain relative path")
+            continue
+        problems.extend(_check_digest(out, rel, recorded.get(rel, {}), version))
+    for name, split in manifest["splits"].items():
+        if not is_plain_relative(name):
+            continue
+        for entry in split.get("parquet", []):
+            if is_plain_relative(entry["path"]):
+                problems.extend(check_parquet_rows(out, entry["path"], entry["rows"]))
+        problems.extend(check_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
+        megatron = split.get("megatron")
+        idx = f"{megatron['prefix']}.idx" if megatron is not None else ""
+        if megatron is not None and is_plain_relative(idx) and (out / idx).is_file():
+            with open(out / idx, "rb") as f:
+                header = f.read(34)
+            if len(header) < 34 or header[:9] != MAGIC:
+                problems.append(f"{idx}: not a Megatron index")
+            else:
+                sequences, _ = struct.unpack("<QQ", header[18:34])
+                if sequences != megatron["documents"]:
+                    problems.append(f"{idx}: {sequences} sequences, manifest says {megatron['documents']}")
+        if (out / name).is_dir():
+            for path in sorted((out / name).iterdir()):
+                rel = f"{name}/{path.name}"
+                if not path.name.startswith(".") and rel not in paths:
+                    problems.append(f"{rel}: on disk but not listed in the manifest")
     return problems

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tokpipe.errors import InvalidArgumentError, PipelineError
 from tokpipe.pipeline.writers._files import HashingWriter, hash_in_background
 
 __all__ = ["MegatronWriter", "megatron_dtype", "MAGIC", "DTYPE_CODES"]
@@ -68,7 +69,7 @@ class MegatronWriter:
         self.prefix = Path(prefix)
         self.dtype = np.dtype(dtype)
         if self.dtype not in DTYPE_CODES:
-            raise ValueError(f"no Megatron dtype code for {self.dtype}")
+            raise InvalidArgumentError(f"no Megatron dtype code for {self.dtype}")
         self.prefix.parent.mkdir(parents=True, exist_ok=True)
         self.bin_path = self.prefix.with_name(self.prefix.name + ".bin")
         self.idx_path = self.prefix.with_name(self.prefix.name + ".idx")
@@ -88,7 +89,7 @@ class MegatronWriter:
     def add(self, lengths: np.ndarray, pointers: np.ndarray) -> None:
         """Lists sequences: their lengths in tokens and byte positions in the ``.bin``."""
         if len(lengths) != len(pointers):
-            raise ValueError("one pointer per length")
+            raise InvalidArgumentError("one pointer per length")
         self._lengths.write(np.ascontiguousarray(lengths, dtype="<i4").tobytes())
         self._pointers.write(np.ascontiguousarray(pointers, dtype="<i8").tobytes())
         self.documents += len(lengths)
@@ -112,7 +113,7 @@ class MegatronWriter:
             self._bin = HashingWriter(open(self._bin_tmp, "wb"), in_background=True)
         ids = np.asarray(ids)
         if len(ids) and self.dtype == np.uint16 and ids.dtype.itemsize > 2 and int(ids.max()) > 0xFFFF:
-            raise ValueError("a token id does not fit the .bin's uint16")
+            raise InvalidArgumentError("a token id does not fit the .bin's uint16")
         little = self.dtype.newbyteorder("<")
         if ids.dtype.kind in "ui" and ids.dtype.itemsize == little.itemsize and ids.dtype.byteorder in "<=|" \
                 and np.little_endian:
@@ -138,9 +139,9 @@ class MegatronWriter:
         self._pointers.close()
         size = self._bin_tmp.stat().st_size
         if size != self.tokens * self.dtype.itemsize:
-            raise ValueError(f"{self.bin_path.name}: {size} bytes for {self.tokens} tokens of {self.dtype}")
+            raise PipelineError(f"{self.bin_path.name}: {size} bytes for {self.tokens} tokens of {self.dtype}")
         if bin_digest[0] != size:
-            raise ValueError(f"{self.bin_path.name}: changed while its sha256 was taken "
+            raise PipelineError(f"{self.bin_path.name}: changed while its sha256 was taken "
                              f"({bin_digest[0]} of {size} bytes)")
         idx_tmp = self.idx_path.with_name(f".{self.idx_path.name}.tmp")
         with open(idx_tmp, "wb") as raw:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe import __version__, _core
-from tokpipe.errors import InvalidArgumentError
+from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 from tokpipe.pipeline.writers._files import publish, temp_name
 
 __all__ = ["ShardInfo", "ParquetShardWriter", "shard_name"]
@@ -136,7 +136,7 @@ class ParquetShardWriter:
         if self._closed:
             raise InvalidArgumentError("write() on a closed ParquetShardWriter")
         if not isinstance(batch, pa.RecordBatch):
-            raise TypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
+            raise ArgumentTypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
         if batch.num_rows == 0:
             return []
         done: list[ShardInfo] = []

@@ -14,11 +14,10 @@
 //! (`unk_token`, `fuse_unk`, `byte_fallback`, `ignore_merges`; see [`crate::models::bpe`]),
 //! with the sentencepiece-style steps Unigram files use (Llama's `Prepend`/`Replace`
 //! normalizer, or its `Metaspace` pre-tokenizer; `ByteFallback`/`Fuse`/`Strip` decoders).
-//! WordPiece: model `WordPiece` (see [`crate::models::wordpiece::serialization`]), normalizer
+//! WordPiece: model `WordPiece` (see [`super::hf_wordpiece`]), normalizer
 //! `BertNormalizer` (or none, or a normal form), pre-tokenizer `BertPreTokenizer`,
 //! post-processor `BertProcessing` or the `TemplateProcessing` `[CLS] $A [SEP]` HF writes for
-//! BERT, decoder `WordPiece`. Unigram: model `Unigram` (see
-//! [`crate::models::unigram::serialization`]) with the steps HF's sentencepiece converters write
+//! BERT, decoder `WordPiece`. Unigram: model `Unigram` (see [`super::hf_unigram`]) with the steps HF's sentencepiece converters write
 //! (see [`super::hf_components`]), encoded with HF's rules. Anything else is refused with a
 //! message naming the field, rather than loaded into a tokenizer that would quietly give other
 //! ids than HF does.
@@ -29,12 +28,13 @@
 //! Ids in the file are checked as [`super`] describes: integers below `u32::MAX`, never
 //! wrapped, within [`crate::models::id_limit`] of the vocabulary's size.
 
-use super::hf_components;
 use super::write_atomic;
+use super::{hf_components, hf_unigram, hf_wordpiece};
 use crate::error::{shown, shown_json, Error, Result};
 use crate::models::bpe::{BpeModel, MergeRule};
-use crate::models::unigram::{PieceKind, UnigramModel};
-use crate::models::wordpiece::{self, WordPieceModel};
+use crate::models::pieces::PieceKind;
+use crate::models::unigram::UnigramModel;
+use crate::models::wordpiece::WordPieceModel;
 use crate::models::ModelWrapper;
 use crate::normalizers::{BertNormalizer, Normalizer};
 use crate::pre_tokenizers::{byte_level, PreTokenizer, Preset};
@@ -382,7 +382,7 @@ fn wordpiece_from_json(
     source: &str,
 ) -> Result<Tokenizer> {
     let bad = |msg: String| Error::format(source, msg);
-    let model = wordpiece::serialization::from_json(model, source)?;
+    let model = hf_wordpiece::from_json(model, source)?;
     let normalizer = parse_normalizer(root.get("normalizer").unwrap_or(&Value::Null), source)?;
     let pre = root.get("pre_tokenizer").unwrap_or(&Value::Null);
     match pre.get("type").and_then(Value::as_str) {
@@ -430,7 +430,7 @@ fn unigram_from_json(
     added: Vec<AddedToken>,
     source: &str,
 ) -> Result<Tokenizer> {
-    let model = crate::models::unigram::serialization::from_json(model, &added, source)?;
+    let model = hf_unigram::from_json(model, &added, source)?;
     with_spm_style_pipeline(root, model, added, source)
 }
 
@@ -682,7 +682,7 @@ fn wordpiece_to_json(tok: &Tokenizer, model: &WordPieceModel) -> Result<Value> {
         json!({"type": "BertPreTokenizer"}),
         post,
         decoder,
-        wordpiece::serialization::to_json(model),
+        hf_wordpiece::to_json(model),
     ))
 }
 
@@ -772,7 +772,7 @@ fn unigram_to_json(tok: &Tokenizer, model: &UnigramModel) -> Result<Value> {
         pre,
         post,
         decoder,
-        crate::models::unigram::serialization::to_json(model),
+        hf_unigram::to_json(model),
     ))
 }
 

@@ -24,6 +24,8 @@
 pub mod gpt2;
 pub(crate) mod hf_components;
 pub mod hf_json;
+pub mod hf_unigram;
+pub mod hf_wordpiece;
 pub(crate) mod protobuf;
 pub mod sentencepiece;
 pub mod tiktoken;

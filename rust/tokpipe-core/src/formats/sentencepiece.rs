@@ -22,7 +22,8 @@ use super::write_atomic;
 use crate::decoders::{SentencePieceDecoder, DEFAULT_UNK_SURFACE};
 use crate::error::{shown, Error, Result};
 use crate::models::bpe::BpeModel;
-use crate::models::unigram::{piece_byte, Piece, PieceKind, Semantics, SpmExtras, UnigramModel};
+use crate::models::pieces::{piece_byte, Piece, PieceKind, Semantics, SpmExtras};
+use crate::models::unigram::UnigramModel;
 use crate::models::{Model, ModelWrapper};
 use crate::normalizers::replace::ReplacePattern;
 use crate::normalizers::{CharsMap, Normalizer, SentencePieceNormalizer};
@@ -70,7 +71,7 @@ pub(crate) mod field {
     pub const REMOVE_EXTRA_WHITESPACES: u32 = 4;
     pub const ESCAPE_WHITESPACES: u32 = 5;
 
-    /// `TrainerSpec` options only the Unigram trainer writes (`models::unigram::trainer`).
+    /// `TrainerSpec` options only a Unigram training run writes (`assembly::unigram_spec`).
     pub mod trainer {
         pub const CHARACTER_COVERAGE: u32 = 10;
         pub const SEED_SENTENCEPIECE_SIZE: u32 = 14;

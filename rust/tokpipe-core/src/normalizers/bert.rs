@@ -4,7 +4,7 @@
 //! so ids equal HF's on any text, not just on text our Unicode version agrees on.
 
 use super::bert_tables::{NONSPACING_MARKS, REMOVED};
-use crate::text::chars::in_ranges;
+use crate::util::in_ranges;
 use std::borrow::Cow;
 use unicode_normalization::UnicodeNormalization;
 

@@ -2,10 +2,11 @@
 //! precompiled charsmap each one puts in a model's `NormalizerSpec`, byte for byte what
 //! sentencepiece writes, so a model trained here carries the blob sentencepiece's would.
 //!
-//! The blobs are read off the installed sentencepiece by `gen_spm_charsmaps.py` and stored
-//! zstd-compressed in `spm_charsmaps/`; a test regenerates them and compares.
+//! The blobs are read off the installed sentencepiece by `scripts/gen_spm_charsmaps.py` and
+//! stored zstd-compressed in `spm_charsmaps/`; a test regenerates them and compares.
 
 use crate::error::{Error, Result};
+use crate::normalizers::{CharsMap, SentencePieceNormalizer};
 
 /// The rule names, sentencepiece's default first.
 pub const RULE_NAMES: [&str; 5] = ["nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity"];
@@ -36,10 +37,32 @@ pub fn precompiled_charsmap(name: &str) -> Result<Vec<u8>> {
     Ok(zstd::decode_all(compressed).expect("the embedded charsmaps are valid zstd frames"))
 }
 
+/// The normalizer sentencepiece's trainer normalizes with under rule `name` and these
+/// whitespace options: the one a `.model` whose `NormalizerSpec` holds the rule's name and
+/// charsmap and these flags loads into, without user-defined symbols (sentencepiece's trainer
+/// normalizes those with the rest of the text).
+pub fn trainer_normalizer(
+    name: &str,
+    add_dummy_prefix: bool,
+    remove_extra_whitespaces: bool,
+) -> Result<SentencePieceNormalizer> {
+    let blob = precompiled_charsmap(name)?;
+    let charsmap = (!blob.is_empty()).then(|| {
+        CharsMap::from_bytes(&blob).expect("the embedded charsmaps parse (see the tests)")
+    });
+    Ok(SentencePieceNormalizer::new(
+        name,
+        charsmap,
+        add_dummy_prefix,
+        remove_extra_whitespaces,
+        true,
+        false,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalizers::CharsMap;
 
     #[test]
     fn every_rule_has_a_charsmap_that_parses() {

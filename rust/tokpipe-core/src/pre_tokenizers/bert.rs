@@ -2,7 +2,7 @@
 //! character (ASCII punctuation, and HF's Unicode punctuation class) as a piece of its own.
 
 use crate::normalizers::bert_tables::PUNCTUATION;
-use crate::text::chars::in_ranges;
+use crate::util::in_ranges;
 
 #[inline]
 fn is_punctuation(c: char) -> bool {

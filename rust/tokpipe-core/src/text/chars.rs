@@ -4,22 +4,6 @@
 
 use unicode_general_category::{get_general_category, GeneralCategory as G};
 
-/// Whether `x` lies in one of the sorted, disjoint, inclusive `ranges`: how the generated
-/// character tables (spaCy's classes, HF BERT's) are looked up.
-pub fn in_ranges<T: Ord + Copy>(ranges: &[(T, T)], x: T) -> bool {
-    ranges
-        .binary_search_by(|&(lo, hi)| {
-            if hi < x {
-                std::cmp::Ordering::Less
-            } else if lo > x {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
-}
-
 /// Categories L*: letters.
 #[inline]
 pub fn is_letter_category(g: G) -> bool {

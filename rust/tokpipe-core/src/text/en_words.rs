@@ -6,11 +6,12 @@
 //! generated into `en_special.rs`. Tokens are never copied: each comes as a slice of the text with its kind, which
 //! is all the quality kernels need (word counts and lengths, n-grams, sentence counts).
 
-use super::chars::{in_ranges, is_punct};
+use super::chars::is_punct;
 use super::en_special::{
     ALPHA, ALPHA_LOWER, ALPHA_UPPER, CURRENCY, HYPHENS, ICONS, SPECIAL_CASES, UNITS, URL_PATTERN,
 };
 use super::lines::is_py_space;
+use crate::util::in_ranges;
 use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 

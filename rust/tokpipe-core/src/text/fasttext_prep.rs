@@ -27,10 +27,10 @@
 //! scripts and case pairs, unassigned, hence "not a letter", to the older tables); the tests
 //! check every character Python's own tables know.
 
-use super::chars::in_ranges;
 use super::lines::py_strip;
 use super::StrColumn;
 use crate::normalizers::sentencepiece::utf8_len;
+use crate::util::in_ranges;
 use hashbrown::HashTable;
 use rayon::prelude::*;
 use std::hash::BuildHasher;

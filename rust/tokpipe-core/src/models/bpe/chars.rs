@@ -53,8 +53,9 @@
 use super::model::{merge_table, pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
 use super::splits::two_token_splits;
 use crate::error::{Error, Result};
-use crate::models::unigram::SpmExtras;
-use crate::models::unigram::{byte_piece_ids, index_spm_pieces, Piece, PieceKind, Semantics};
+use crate::models::pieces::{
+    byte_piece_ids, index_spm_pieces, Piece, PieceKind, Semantics, SpmExtras,
+};
 use crate::normalizers::sentencepiece::{utf8_len, UserDefined, SPACE_SYMBOL};
 use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
@@ -297,7 +298,7 @@ impl BpeModel {
             return Err(bad("the vocabulary is empty".into()));
         }
         let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
-        crate::models::check_id_bound(last, *max_id, vocab.len(), source)?;
+        crate::models::base::check_id_bound(last, *max_id, vocab.len(), source)?;
         let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; *max_id as usize + 1];
         let mut token_to_id: FxHashMap<Box<[u8]>, u32> = FxHashMap::default();
         let mut c = CharLevel::new(Semantics::HuggingFace);
@@ -803,8 +804,8 @@ impl<'t> Proposals<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::unigram::byte_piece;
-    use crate::models::unigram::nbest::SplitMix64;
+    use crate::models::pieces::byte_piece;
+    use crate::util::SplitMix64;
 
     const ALPHABET: [&str; 6] = ["a", "b", "c", "d", "▁", "日"];
 

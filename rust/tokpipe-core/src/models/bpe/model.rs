@@ -185,7 +185,7 @@ impl BpeModel {
             return Err(Error::format(source, "the vocabulary is empty"));
         }
         let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
-        crate::models::check_id_bound(
+        crate::models::base::check_id_bound(
             &String::from_utf8_lossy(last),
             *max_id,
             vocab.len(),
@@ -434,7 +434,7 @@ impl BpeModel {
     }
 }
 
-impl crate::models::Model for BpeModel {
+impl crate::models::base::Model for BpeModel {
     fn kind(&self) -> &'static str {
         "BPE"
     }

@@ -18,10 +18,8 @@ mod merge_loop;
 
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
-use crate::models::bpe::BpeModel;
 use crate::models::piece_counter::{CorpusCounts, PieceCounter};
 use crate::pre_tokenizers::PreTokenizer;
-use crate::tokenizer::{AddedToken, Tokenizer};
 use merge_loop::{MergeLimits, TokenTable};
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
@@ -41,7 +39,9 @@ pub struct BpeTrainerConfig {
     pub show_progress: bool,
 }
 
-/// A trained byte-level BPE, ready for [`crate::models::bpe::BpeModel::from_merges`].
+/// A trained byte-level BPE: the model's vocabulary and merges, ready for
+/// [`crate::models::bpe::BpeModel::from_merges`], and its special tokens
+/// ([`crate::assembly::bpe_tokenizer`] makes the tokenizer).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrainedBpe {
     /// Ordinary tokens: bytes and id, in id order (the 256 bytes and every merge result).
@@ -51,19 +51,6 @@ pub struct TrainedBpe {
     pub merges: Vec<(u32, u32)>,
     /// Special tokens and their ids (`0..k`, in the configured order).
     pub specials: Vec<(String, u32)>,
-}
-
-impl TrainedBpe {
-    /// The tokenizer these merges make with `pre`, the pre-tokenizer they were trained with.
-    pub fn into_tokenizer(self, pre: PreTokenizer) -> Result<Tokenizer> {
-        let model = BpeModel::from_merges(self.vocab, self.merges, false, "<trained>")?;
-        let specials = self
-            .specials
-            .into_iter()
-            .map(|(text, id)| AddedToken::special(text, id))
-            .collect();
-        Tokenizer::new(pre, model, specials)
-    }
 }
 
 /// Counts pre-tokens, then learns merges. Feed it texts and/or files, then call `train`.
@@ -180,11 +167,10 @@ impl BpeTrainer {
         })
     }
 
-    /// Learns the merges and returns them as a ready [`Tokenizer`] with this trainer's
-    /// pre-tokenizer and the special tokens (which `encode` treats as text unless allowed).
-    pub fn train_tokenizer(self) -> Result<Tokenizer> {
-        let pre = self.pre.clone();
-        self.train()?.into_tokenizer(pre)
+    /// The pre-tokenizer pieces are counted after, which the tokenizer around the trained
+    /// model must use.
+    pub fn pre_tokenizer(&self) -> &PreTokenizer {
+        &self.pre
     }
 
     fn progress_bar(&self, len: u64, template: &str) -> indicatif::ProgressBar {
@@ -197,8 +183,8 @@ impl BpeTrainer {
     }
 }
 
-impl crate::models::Trainer for BpeTrainer {
-    type Model = BpeModel;
+impl crate::models::base::Trainer for BpeTrainer {
+    type Trained = TrainedBpe;
 
     fn feed(&mut self, texts: &[&str]) -> Result<()> {
         BpeTrainer::feed(self, texts)
@@ -208,8 +194,8 @@ impl crate::models::Trainer for BpeTrainer {
         BpeTrainer::feed_files(self, paths, opts)
     }
 
-    fn train_tokenizer(self) -> Result<Tokenizer> {
-        BpeTrainer::train_tokenizer(self)
+    fn train(self) -> Result<TrainedBpe> {
+        BpeTrainer::train(self)
     }
 }
 
@@ -261,6 +247,7 @@ fn dedup_merges(merges: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
 mod tests {
     use super::*;
     use crate::corpus::test_files::{gzip, zstd, TempDir};
+    use crate::models::bpe::BpeModel;
     use crate::pre_tokenizers::byte_level;
     use crate::tokenizer::AllowedSpecial;
 
@@ -387,9 +374,8 @@ mod tests {
         assert_eq!(trained.vocab.last().unwrap(), &(b" ab".to_vec(), 257));
         // The shared ids make one tokenizer: "!" and "ab" encode to the same id as text or as
         // allowed specials, and every id decodes to its bytes.
-        let tok = trained
-            .into_tokenizer(PreTokenizer::new("gpt2").unwrap())
-            .unwrap();
+        let tok =
+            crate::assembly::bpe_tokenizer(trained, PreTokenizer::new("gpt2").unwrap()).unwrap();
         let as_text = tok.encode("ab!", &AllowedSpecial::None).unwrap();
         assert_eq!(as_text, vec![0, 1]);
         assert_eq!(tok.encode("ab!", &AllowedSpecial::All).unwrap(), as_text);

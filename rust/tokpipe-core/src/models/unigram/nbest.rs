@@ -21,9 +21,11 @@
 //! as HF's pre-tokenized words) and fixed tokens (added tokens), so the same code serves a
 //! whole sentencepiece text and a pre-tokenized one.
 
-use super::model::{user_defined_score, PieceKind, Semantics, UnigramModel};
+use super::model::{user_defined_score, UnigramModel};
 use super::trie::NONE;
+use crate::models::pieces::{PieceKind, Semantics};
 use crate::normalizers::sentencepiece::utf8_len;
+use crate::util::SplitMix64;
 
 /// Part of a text to segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,44 +45,6 @@ const MIN_AGENDA: usize = 512;
 const MAX_HYPOTHESES: usize = 100_000;
 const MAX_ALLOCATED: usize = 500_000;
 const MAX_SHRINKS: usize = 10;
-
-/// Sebastiano Vigna's SplitMix64: small, fast, and good enough for drawing segmentations.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// An index drawn with probability proportional to `weights` (non-negative, not all 0).
-    fn pick(&mut self, weights: &[f64]) -> usize {
-        let total: f64 = weights.iter().sum();
-        let r = self.next_f64() * total;
-        let mut acc = 0.0;
-        for (i, &w) in weights.iter().enumerate() {
-            acc += w;
-            if r < acc {
-                return i;
-            }
-        }
-        // Rounding left r at the total: the last index with any weight.
-        weights.iter().rposition(|&w| w > 0.0).unwrap_or(0)
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -614,7 +578,7 @@ fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::unigram::Piece;
+    use crate::models::pieces::Piece;
 
     fn model() -> UnigramModel {
         let pieces = [

@@ -15,28 +15,25 @@
 //! 5. Finalizing: the required characters, then the best-scoring pieces up to `vocab_size`, meta
 //!    pieces (`<unk>`, `<s>`, `</s>`, `<pad>`, user-defined and control symbols, the 256 byte
 //!    pieces with `byte_fallback`) at their ids and the rest in falling score order.
-//! 6. The tokenizer ([`UnigramTrainer::train_with_stats`], the [`Trainer`] trait): the `.model`
-//!    sentencepiece would write for these pieces and options ([`spec`]), loaded as any `.model`.
+//!
+//! Training returns the pieces with their types ([`UnigramPieces`]: the meta pieces are the
+//! special tokens) and what it read and did. The tokenizer is the `.model` sentencepiece would
+//! write for these pieces and options, loaded as any `.model`
+//! ([`crate::assembly::unigram_tokenizer`]).
 //!
 //! The result is the same for any number of threads.
 
 mod em;
 mod seeds;
-mod spec;
 mod trie;
 mod words;
 
-pub use em::{bayesian_m_step, digamma};
-
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
-use crate::formats::protobuf::RawMessage;
-use crate::formats::sentencepiece::{spm_normalizer, tokenizer_from_proto};
+use crate::models::base::Trainer;
 use crate::models::piece_counter::CorpusCounts;
-use crate::models::unigram::{PieceKind, UnigramModel};
-use crate::models::Trainer;
+use crate::models::pieces::PieceKind;
 use crate::normalizers::spm_rules;
-use crate::tokenizer::Tokenizer;
 use em::Model;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::PathBuf;
@@ -151,7 +148,8 @@ pub struct UnigramTrainStats {
     pub objective: f64,
 }
 
-/// A trained Unigram vocabulary.
+/// A trained Unigram vocabulary: the model's pieces, whose types mark the special tokens (the
+/// meta pieces: unknown, control, user-defined and byte pieces), and what training did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnigramPieces {
     /// `(piece, score, kind)` in id order; meta pieces score 0.
@@ -164,8 +162,6 @@ pub struct UnigramTrainer {
     config: UnigramTrainerConfig,
     /// `(id, piece, kind)` by id.
     meta: Vec<(u32, String, PieceKind)>,
-    /// The `NormalizerSpec` of the trained model; training normalizes with its normalizer.
-    normalizer_spec: RawMessage,
     splitter: Arc<SentenceSplitter>,
     stats: Arc<SentenceStats>,
     counts: CorpusCounts,
@@ -297,10 +293,13 @@ impl UnigramTrainer {
         }
         let meta = meta_pieces(&config)?;
         let meta_strings: Vec<&str> = meta.iter().map(|(_, p, _)| p.as_str()).collect();
-        let normalizer_spec = spec::normalizer_spec(&config)?;
         // sentencepiece's trainer normalizes user-defined symbols with the rest of the text
         // (its normalizer has no prefix matcher then), so this one knows none either.
-        let normalizer = spm_normalizer(Some(&normalizer_spec), false, "<training>")?;
+        let normalizer = spm_rules::trainer_normalizer(
+            &config.normalization,
+            config.add_dummy_prefix,
+            config.remove_extra_whitespaces,
+        )?;
         let splitter = SentenceSplitter::new(
             normalizer,
             config.split_by_whitespace,
@@ -310,11 +309,15 @@ impl UnigramTrainer {
         Ok(UnigramTrainer {
             config,
             meta,
-            normalizer_spec,
             splitter: Arc::new(splitter),
             stats: Arc::default(),
             counts: CorpusCounts::default(),
         })
+    }
+
+    /// The options this trainer was made with, which the tokenizer's `.model` records.
+    pub fn config(&self) -> &UnigramTrainerConfig {
+        &self.config
     }
 
     fn progress_bar(&self, len: u64, template: &str) -> indicatif::ProgressBar {
@@ -496,22 +499,10 @@ impl UnigramTrainer {
         }
         UnigramPieces { pieces, stats }
     }
-
-    /// Learns the pieces and returns the tokenizer, the one
-    /// [`crate::formats::sentencepiece::load`] reads from the `.model` sentencepiece writes for
-    /// these pieces and options (see [`spec`]), and what training read and did.
-    pub fn train_with_stats(self) -> Result<(Tokenizer, UnigramTrainStats)> {
-        let trainer_spec = spec::trainer_spec(&self.config);
-        let normalizer_spec = self.normalizer_spec.clone();
-        let trained = self.train()?;
-        let proto = spec::model_proto(&trained.pieces, trainer_spec, normalizer_spec);
-        let tokenizer = tokenizer_from_proto(&proto, "<trained Unigram model>")?;
-        Ok((tokenizer, trained.stats))
-    }
 }
 
 impl Trainer for UnigramTrainer {
-    type Model = UnigramModel;
+    type Trained = UnigramPieces;
 
     fn feed(&mut self, texts: &[&str]) -> Result<()> {
         UnigramTrainer::feed(self, texts)
@@ -521,8 +512,8 @@ impl Trainer for UnigramTrainer {
         UnigramTrainer::feed_files(self, paths, opts)
     }
 
-    fn train_tokenizer(self) -> Result<Tokenizer> {
-        Ok(self.train_with_stats()?.0)
+    fn train(self) -> Result<UnigramPieces> {
+        UnigramTrainer::train(self)
     }
 }
 
@@ -578,14 +569,7 @@ fn finalize(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn corpus(name: &str) -> String {
-        let path = format!(
-            "{}/../../../shared/corpora/text/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::util::shared_text as corpus;
 
     fn train(text: &str, config: UnigramTrainerConfig, threads: usize) -> Result<UnigramPieces> {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -680,41 +664,6 @@ mod tests {
         assert_eq!(got.pieces[259], ("<0xFF>".into(), 0.0, PieceKind::Byte));
         assert_eq!(got.pieces[260].2, PieceKind::Normal);
         assert_eq!(got.pieces.len(), 600);
-    }
-
-    fn trained_tokenizer(text: &str, config: UnigramTrainerConfig) -> Tokenizer {
-        let mut trainer = UnigramTrainer::new(config).unwrap();
-        trainer.feed(&[text]).unwrap();
-        trainer.train_with_stats().unwrap().0
-    }
-
-    #[test]
-    fn the_tokenizer_is_the_one_its_model_file_loads() {
-        use crate::formats::sentencepiece;
-        let text = corpus("botchan.txt");
-        let config = UnigramTrainerConfig {
-            vocab_size: 700,
-            byte_fallback: true,
-            user_defined_symbols: vec!["<sep>".into()],
-            pad_id: Some(3),
-            ..Default::default()
-        };
-        let tok = trained_tokenizer(&text, config);
-        let bytes = sentencepiece::to_vec(&tok).unwrap();
-        let loaded = sentencepiece::from_bytes(&bytes, "m.model").unwrap();
-        assert_eq!(sentencepiece::to_vec(&loaded).unwrap(), bytes);
-        let sample = "Botchan<sep> said ＡＢＣ \u{6f22}\tthen  left.";
-        let none = crate::tokenizer::AllowedSpecial::None;
-        let ids = tok.encode(sample, &none).unwrap();
-        assert_eq!(ids, loaded.encode(sample, &none).unwrap());
-        assert!(ids.contains(&tok.token_to_id("<sep>").unwrap()));
-        assert_eq!(tok.token_to_id("<pad>"), Some(3));
-        // Byte fallback spells the unseen character as its UTF-8 bytes.
-        let bytes_of_han: Vec<u32> = ["<0xE6>", "<0xBC>", "<0xA2>"]
-            .iter()
-            .map(|p| tok.token_to_id(p).unwrap())
-            .collect();
-        assert!(ids.windows(3).any(|w| w == bytes_of_han));
     }
 
     #[test]

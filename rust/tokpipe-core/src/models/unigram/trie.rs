@@ -12,8 +12,8 @@
 //! thousand pieces fits the L1 cache; the top bit of `check` says whether a piece ends at the
 //! state, so the second is read only there.
 
-/// No state, no piece.
-pub(crate) const NONE: u32 = u32::MAX;
+/// No state, no piece: the same sentinel as the pieces' index uses for "no id".
+pub(crate) use crate::models::pieces::NONE;
 
 /// A state while building.
 #[derive(Clone, Copy, Debug)]

@@ -25,7 +25,7 @@
 //! (quadratic in the word, as HF's loop is, and only for such crafted vocabularies).
 
 use crate::error::{shown, Error, Result};
-use crate::models::Model;
+use crate::models::base::Model;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -330,7 +330,7 @@ impl WordPieceModel {
             return Err(Error::format(source, "the vocabulary is empty"));
         }
         let (last, max_id) = vocab.iter().max_by_key(|(_, id)| *id).expect("not empty");
-        crate::models::check_id_bound(last, *max_id, vocab.len(), source)?;
+        crate::models::base::check_id_bound(last, *max_id, vocab.len(), source)?;
         let mut map: FxHashMap<Box<str>, u32> = FxHashMap::default();
         for (token, id) in vocab {
             map.insert(token.into_boxed_str(), id);

@@ -25,12 +25,11 @@
 
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
+use crate::models::base::{Model, Trainer};
 use crate::models::piece_counter::{CorpusCounts, PieceCounter};
-use crate::models::wordpiece::{bert_tokenizer, WordPieceModel, DEFAULT_MAX_INPUT_CHARS_PER_WORD};
-use crate::models::Trainer;
+use crate::models::wordpiece::{WordPieceModel, DEFAULT_MAX_INPUT_CHARS_PER_WORD};
 use crate::normalizers::BertNormalizer;
 use crate::pre_tokenizers::bert;
-use crate::tokenizer::Tokenizer;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -89,6 +88,17 @@ impl Default for WordPieceTrainerConfig {
 pub struct WordPieceTrainer {
     config: WordPieceTrainerConfig,
     counts: CorpusCounts,
+}
+
+/// A trained WordPiece model and its special tokens
+/// ([`crate::assembly::wordpiece_tokenizer`] makes the BERT tokenizer around it).
+#[derive(Clone, Debug)]
+pub struct TrainedWordPiece {
+    pub model: WordPieceModel,
+    /// The configured special tokens and their ids (the first ones, in the configured order).
+    pub specials: Vec<(String, u32)>,
+    /// The normalizer words were counted after, which the tokenizer must use too.
+    pub normalizer: BertNormalizer,
 }
 
 /// Counts the BERT words of one text.
@@ -161,7 +171,7 @@ impl WordPieceTrainer {
 }
 
 impl Trainer for WordPieceTrainer {
-    type Model = WordPieceModel;
+    type Trained = TrainedWordPiece;
 
     fn feed(&mut self, texts: &[&str]) -> Result<()> {
         let normalizer = self.config.normalizer;
@@ -184,7 +194,7 @@ impl Trainer for WordPieceTrainer {
             })
     }
 
-    fn train_tokenizer(self) -> Result<Tokenizer> {
+    fn train(self) -> Result<TrainedWordPiece> {
         let vocab = self.train_vocab()?;
         let c = &self.config;
         let model = WordPieceModel::new(
@@ -194,7 +204,16 @@ impl Trainer for WordPieceTrainer {
             DEFAULT_MAX_INPUT_CHARS_PER_WORD,
             "<trained>",
         )?;
-        bert_tokenizer(model, c.normalizer)
+        let specials = c
+            .special_tokens
+            .iter()
+            .filter_map(|t| model.token_to_id(t).map(|id| (t.clone(), id)))
+            .collect();
+        Ok(TrainedWordPiece {
+            model,
+            specials,
+            normalizer: c.normalizer,
+        })
     }
 }
 

@@ -1,10 +1,11 @@
 //! The `model` object of an HF `tokenizer.json` for Unigram:
 //! `{"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["▁the", -3.2], ...],
-//! "byte_fallback": false}`.
+//! "byte_fallback": false}`. The rest of the file is read by [`crate::formats::hf_json`].
 
-use super::{piece_byte, Piece, PieceKind, Semantics, UnigramModel};
+use super::hf_components::json_id;
 use crate::error::{shown_json, Error, Result};
-use crate::formats::hf_components::json_id;
+use crate::models::pieces::{piece_byte, Piece, PieceKind, Semantics};
+use crate::models::unigram::UnigramModel;
 use crate::tokenizer::AddedToken;
 use rustc_hash::FxHashMap;
 use serde_json::{json, Value};

@@ -1,4 +1,5 @@
-"""Private: measure a Unigram model's quality, for the trainer's tests and benchmark.
+"""Measure a Unigram model's quality, for the trainer's tests (``test_train_unigram.py``) and
+benchmark (``benches/python/bench_train_unigram.py``); not shipped in the package.
 
 Models are judged by sentencepiece's own ``SentencePieceProcessor`` (its Viterbi, its
 normalizer), whoever trained them: tokpipe's trained tokenizers are saved as the ``.model``

@@ -1,5 +1,5 @@
-//! The sentencepiece `.model` a training run makes, laid out as sentencepiece's trainer writes
-//! it, so that the trained tokenizer is loaded through the same code as any `.model` file
+//! The sentencepiece `.model` a Unigram training run makes, laid out as sentencepiece's trainer
+//! writes it, so that the trained tokenizer is loaded through the same code as any `.model` file
 //! ([`crate::formats::sentencepiece::tokenizer_from_proto`]): one way to make a sentencepiece
 //! tokenizer, not two.
 //!
@@ -8,16 +8,18 @@
 //!   options. Thread counts are never written (the model is the same for any).
 //! - `NormalizerSpec`: the rule's name and precompiled charsmap
 //!   ([`crate::normalizers::spm_rules`]), and the whitespace flags that differ from their
-//!   defaults. Training normalizes with the normalizer this spec describes.
+//!   defaults. Training normalizes with the normalizer this spec describes
+//!   ([`crate::normalizers::spm_rules::trainer_normalizer`]; a test in [`crate::assembly`]
+//!   checks that the two agree).
 //! - Pieces: meta pieces with score 0 and their type, normal pieces with their score and no
 //!   type (NORMAL is the default), as sentencepiece stores them.
 
-use super::UnigramTrainerConfig;
 use crate::error::Result;
 use crate::formats::protobuf::{Field, RawMessage, WireValue};
 use crate::formats::sentencepiece::field::{self, trainer as tf};
 use crate::formats::sentencepiece::{model_type, ModelProto, ProtoPiece};
-use crate::models::unigram::PieceKind;
+use crate::models::pieces::PieceKind;
+use crate::models::unigram::trainer::UnigramTrainerConfig;
 use crate::normalizers::spm_rules;
 
 /// The `NormalizerSpec` of the config's rule and whitespace options.

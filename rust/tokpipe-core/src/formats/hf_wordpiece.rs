@@ -3,9 +3,9 @@
 //! "vocab": {token: id}}`. The rest of the file (normalizer, pre-tokenizer, post-processor,
 //! decoder, added tokens) is read by [`crate::formats::hf_json`].
 
-use super::{WordPieceModel, DEFAULT_MAX_INPUT_CHARS_PER_WORD};
+use super::hf_components::json_id;
 use crate::error::{shown, shown_json, Error, Result};
-use crate::formats::hf_components::json_id;
+use crate::models::wordpiece::{WordPieceModel, DEFAULT_MAX_INPUT_CHARS_PER_WORD};
 use serde_json::{json, Map, Value};
 
 pub fn from_json(model: &Value, source: &str) -> Result<WordPieceModel> {

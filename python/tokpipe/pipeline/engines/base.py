@@ -1,0 +1,322 @@
+"""The executor contract: what every engine does alike, and the two things an engine supplies.
+
+An engine (``local``: worker processes; ``ray``: a Ray cluster) subclasses :class:`Executor`
+and provides
+
+* :meth:`Executor.map`: run a list of :class:`WorkUnit` (top-level functions and their
+  arguments, see ``engines.units``) and return their results in order, reporting progress;
+* optionally :meth:`Executor.pool` (what ``map`` runs on, set up once for several calls) and
+  :meth:`Executor.decide_stage` (a global stage's decision, which the Ray engine distributes
+  when the stage describes its join, ``GlobalStage.join``).
+
+Everything else is shared: :meth:`Executor.plan` takes the output folder's lock and starts or
+resumes the run's state (``engines.state``), :meth:`Executor.pending` and
+:meth:`Executor.segment_units` give the work of a segment for a staging strategy, and
+:meth:`Executor.run` is ``tokpipe clean``: the stage list is cut at each global stage
+(``exact_dedup``...) into segments; each segment runs per task, in parallel; between segments
+a global stage decides once, over the keys of every task (``engines.decide``); a last pack
+step writes the final shards, then the merged stats, ``errors.jsonl`` and the manifest.
+``tokpipe tokenize`` uses ``plan``, ``pending``, ``segment_units`` and ``map`` with a staging
+of its own, then writes its shards itself.
+
+Why this shape: every unit of work (a task in a segment, a global decision, a worker group's
+pack) writes its files under temporary names and commits by writing its marker last, so a
+killed run restarts exactly where it stopped, and a unit is either wholly there or redone.
+Global stages see documents in task order, so the kept copy of a duplicate is the same for
+any number of workers; only the cut of the final shards depends on ``workers``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokpipe.errors import PipelineError
+from tokpipe.pipeline import fs
+from tokpipe.pipeline.base import DecideContext, GlobalStage, StageStats
+from tokpipe.pipeline.config import PipelineConfig
+from tokpipe.pipeline.documents import ID, TEXT
+from tokpipe.pipeline.engines.decide import decide
+from tokpipe.pipeline.engines.lock import RunLock
+from tokpipe.pipeline.engines.state import READ_STATS, RunState
+from tokpipe.pipeline.engines.units import (ParquetStaging, Staging, pack_group, rewriters, run_segment_task,
+                                            segments, task_bytes, task_label)
+from tokpipe.pipeline.engines.workers import disk_full_in_one_line
+from tokpipe.pipeline.fields import union_schema
+from tokpipe.pipeline.readers import ReaderOptions, Task, plan_tasks
+from tokpipe.pipeline.writers import ShardInfo, write_manifest
+
+__all__ = ["Executor", "WorkUnit", "RunOptions", "RunResult", "ProgressUpdate", "Progress"]
+
+
+@dataclass
+class ProgressUpdate:
+    """Where a run is: ``done`` of ``total`` in ``unit`` ("bytes" of input in the segment
+    phases, "units" of work in the others), and the documents handled so far in this phase."""
+
+    phase: str
+    done: int
+    total: int
+    unit: str
+    documents: int = 0
+
+
+Progress = Callable[[ProgressUpdate], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    workers: int = 1
+    shard_size: int = 256 << 20
+    strict: bool = False
+    overwrite: bool = False
+    reader: ReaderOptions = field(default_factory=ReaderOptions)
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    stats: dict[str, StageStats]
+    shards: list[ShardInfo]
+    rejected: list[ShardInfo]
+    errors: int
+    #: Tasks done by this call (0 when everything was already done by an earlier run).
+    tasks_run: int = 0
+
+    @property
+    def documents_in(self) -> int:
+        read = self.stats[READ_STATS]
+        return read.input
+
+    @property
+    def kept(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+    @property
+    def rejected_rows(self) -> int:
+        return sum(s.rows for s in self.rejected)
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One unit of work: ``fn(*args)``, a top-level function (so any engine can ship it to
+    another process), named ``label`` in messages. ``size``: its bytes of input, when
+    progress counts bytes (segment tasks); None counts it as one unit."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    label: str
+    size: int | None = None
+
+
+class Executor:
+    """Runs ``config`` over ``inputs`` into ``out_dir`` (see the module docstring); engines
+    implement :meth:`map`."""
+
+    def __init__(self, config: PipelineConfig, inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+                 options: RunOptions = RunOptions(), progress: Progress | None = None) -> None:
+        self.config = config
+        self.inputs = [os.fspath(p) for p in inputs]
+        self.out = Path(out_dir)
+        self.state = RunState(self.out)
+        self.options = options
+        self.progress: Progress = progress or (lambda update: None)
+        self.segments = segments(config)
+        self._rewriters: list[tuple[int, dict[str, Any]]] | None = None
+        self._lock: RunLock | None = None  # held from `plan` to `release`
+
+    # -- What an engine provides.
+
+    def map(self, phase: str, units: Sequence[WorkUnit]) -> list[Any]:
+        """Runs ``units`` and returns their results in order, reporting progress as
+        ``phase`` (by bytes when every unit has a ``size``, else by unit) and checking the
+        lock (:meth:`check_lock`) as each finishes; the first failure stops the run."""
+        raise NotImplementedError(f"{type(self).__name__} must implement map()")
+
+    @contextmanager
+    def pool(self, workers: int) -> Iterator[None]:
+        """What :meth:`map` runs on inside the block, for up to ``workers`` units at a time
+        (worker processes, say); by default nothing to set up."""
+        yield
+
+    def decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
+                     files: list[list[Path]], sizes: list[int]) -> list[Any]:
+        """A global stage's decision over every task's keys (``files``: each task's staged
+        files, which hold the keys too; ``sizes``: its documents). Another engine may
+        distribute it (``GlobalStage.join``)."""
+        return stage.decide(keys, context)
+
+    # -- The run's state.
+
+    def plan(self) -> list[Task]:
+        """Takes the folder's lock (``engines.lock``), then starts the run's state or checks
+        the one there (same config, inputs and reader options; inputs unchanged since), and
+        returns every task of the run. The lock is held until :meth:`release`."""
+        fresh = not self.state.exists()
+        self._lock = self.state.lock()
+        self._lock.acquire()
+        try:
+            return self._start_or_resume()
+        except BaseException:
+            self.release()
+            if fresh:
+                self.state.discard_if_empty()  # refused before it began: leave the folder as it was
+            raise
+
+    def release(self) -> None:
+        """Gives back the output folder's lock taken by :meth:`plan`."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+    def check_lock(self) -> None:
+        """Stops the run (``LockHeld``) if another run took over its lock."""
+        if self._lock is not None:
+            self._lock.check()
+
+    def _identity(self) -> dict[str, Any]:
+        reader = asdict(self.options.reader)
+        reader["strict"] = False  # strict only changes whether a run stops, not its output
+        return {"config": self.config.to_dict(), "inputs": self.inputs, "reader": reader}
+
+    def _start_or_resume(self) -> list[Task]:
+        identity = self._identity()
+        if self.options.overwrite:
+            self.state.clear()
+        previous = self.state.identity()
+        if previous is not None:
+            if previous != identity:
+                raise PipelineError(f"{self.out} holds a run with a different config, inputs or reader options; "
+                                    "use --overwrite to start over, or another output folder")
+            tasks = self.state.tasks()
+            self.state.check_inputs()
+            return tasks
+        if self.state.holds_anything():
+            raise PipelineError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another folder")
+        tasks = plan_tasks(self.inputs, self.options.reader)
+        self.state.begin(identity, tasks, len(self.segments))
+        return tasks
+
+    def pending(self, k: int, tasks: Sequence[Task], staging: Staging) -> list[Task]:
+        """The tasks whose segment ``k`` is still to do (``RunState.pending``)."""
+        return self.state.pending(k, tasks, staging.accepts)
+
+    def segment_units(self, k: int, tasks: Sequence[Task], staging: Staging) -> list[WorkUnit]:
+        """Segment ``k`` of each of ``tasks`` as work units, staging with ``staging``."""
+        def spec(s: Any) -> dict[str, Any] | None:
+            return {"type": s.type, "params": s.params} if s is not None else None
+
+        if self._rewriters is None:
+            self._rewriters = rewriters(self.config)
+        stage_specs, global_spec = self.segments[k]
+        documents = [{"type": s.type, "params": s.params} for s in stage_specs]
+        previous_global = spec(self.segments[k - 1][1]) if k else None
+        # The place of the segment's first stage in the config.
+        first = sum(len(specs) + (closing is not None) for specs, closing in self.segments[:k])
+        reader = asdict(self.options.reader)
+        reader["strict"] = self.options.strict
+        return [WorkUnit(run_segment_task, (self.state, k, t, (documents, spec(global_spec)), previous_global, reader,
+                                            staging, first, self._rewriters), task_label(t), task_bytes(t))
+                for t in tasks]
+
+    # -- tokpipe clean.
+
+    def run(self) -> RunResult:
+        tasks = self.plan()
+        try:
+            # A full disk outside a work unit (a global decision, the manifest): one line too.
+            with disk_full_in_one_line(str(self.out), "the run's own steps"):
+                return self._run(tasks)
+        finally:
+            self.release()
+
+    def _run(self, tasks: list[Task]) -> RunResult:
+        workers = max(1, self.options.workers)
+        staging = ParquetStaging()
+        tasks_run = 0
+        with self.pool(workers):
+            for k, (_, global_spec) in enumerate(self.segments):
+                todo = self.pending(k, tasks, staging)
+                tasks_run += len(todo)
+                self.map(f"segment {k + 1}/{len(self.segments)}", self.segment_units(k, todo, staging))
+                if global_spec is not None:
+                    decide(self.state, k, tasks, global_spec, self._report_units, self.decide_stage)
+            packs = self._pack(tasks, workers)
+        self.check_lock()
+        return self._finish(tasks, packs, tasks_run)
+
+    def _report_units(self, phase: str, done: int, total: int) -> None:
+        self.progress(ProgressUpdate(phase, done, total, "units"))
+
+    def _pack(self, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
+        self.state.begin_pack({"workers": workers, "shard_size": self.options.shard_size})
+        kept_schema, rejected_schema = self._output_schemas(tasks)
+        groups = [g for g in np.array_split(np.array([t.index for t in tasks], dtype=int), workers)]
+        units = []
+        for w, group in enumerate(groups):
+            if self.state.packed(w):
+                continue
+            # A group that did not finish may have left shards: they are redone from scratch.
+            self.state.remove_group_shards(w)
+            units.append(WorkUnit(pack_group, (self.state, w, group.tolist(), len(self.segments),
+                                               self.options.shard_size, kept_schema, rejected_schema),
+                                  f"the final shards of worker group {w}"))
+        self.map("writing shards", units)
+        self.state.remove_shards_past(workers)
+        return [self.state.pack(w) for w in range(len(groups))]
+
+    def _output_schemas(self, tasks: list[Task]) -> tuple[pa.Schema, pa.Schema]:
+        """One schema for all kept shards and one for all rejected shards: the union of the
+        staging files' columns (inputs of different formats carry different fields), each
+        field widened to one type by :func:`~tokpipe.pipeline.fields.union_schema`, so the
+        output folder reads as one table (pyarrow.dataset, HF datasets) whatever the input
+        held."""
+        last = len(self.segments) - 1
+        kept, rejected = [], []
+        for t in tasks:
+            for k in range(len(self.segments)):
+                summary = self.state.summary(k, t.index)
+                rejected += [pq.read_schema(path) for path in self.state.staged_files(k, summary, "rejected")]
+                if k == last:
+                    kept += [pq.read_schema(path) for path in self.state.staged_files(k, summary, "kept")]
+        base = [pa.field(ID, pa.string()), pa.field(TEXT, pa.string())]
+        return union_schema(kept, base), union_schema(rejected, base)
+
+    def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
+        stats = self.state.merged_stats(tasks, [g.type if g is not None else None for _, g in self.segments])
+        errors, _ = self.state.merge_errors(tasks)
+        shards = [ShardInfo(**s) for p in packs for s in p["shards"]]
+        rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
+        fs.write_text(self.out / "README.md", _DATASET_CARD)
+        ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
+        write_manifest(self.out, shards=shards, rejected=rejected, config=self.config.to_dict(),
+                       stats={name: s.as_dict() for name, s in ordered.items()},
+                       extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors})
+        return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
+
+
+# HF `datasets` reads the YAML header of a folder's README.md to find the data: with it,
+# `load_dataset(OUT)` gives the kept documents and `load_dataset(OUT, "rejected")` the rest,
+# and the manifest, errors.jsonl and staging files are never mistaken for data.
+_DATASET_CARD = """---
+configs:
+- config_name: default
+  data_files: "part-*.parquet"
+- config_name: rejected
+  data_files: "rejected/part-*.parquet"
+---
+# Dataset written by tokpipe clean
+
+- `part-*.parquet`: the kept documents (`id`, `text`, and the input's other fields).
+- `rejected/part-*.parquet`: the dropped documents, with `reason`, `stage` and `duplicate_of`.
+- `errors.jsonl`: input that could not be read (file, location, reason).
+- `manifest.json`: every shard with rows, bytes and sha256; the config; per-stage stats.
+"""

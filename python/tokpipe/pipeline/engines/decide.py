@@ -1,0 +1,151 @@
+"""A global stage's phase: its keys read back from every task's staging, its decision (by the
+stage, or by the engine's distributed join), and its verdict on each task's documents, which
+the next segment applies (``engines.units``).
+
+The keys are read task by task (:class:`LazyColumns`) and the ids of the kept copies only
+from the tasks that hold them (:func:`gather`), so the phase never holds the documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokpipe.pipeline import fs
+from tokpipe.pipeline.base import DUPLICATE_OF, DecideContext, Decision, GlobalStage, StageStats
+from tokpipe.pipeline.config import StageSpec
+from tokpipe.pipeline.documents import ID
+from tokpipe.pipeline.engines.state import RunState
+from tokpipe.pipeline.engines.units import STAGED_KEY
+from tokpipe.pipeline.readers import Task
+
+__all__ = ["decide", "LazyColumns", "gather", "read_column", "DecideStage"]
+
+#: An engine's decision of a global stage: (stage, keys, context, each task's staged files,
+#: each task's documents) -> ``decide``'s answer.
+DecideStage = Callable[[GlobalStage, Sequence[pa.Array], DecideContext, list[list[Path]], list[int]], list[Any]]
+
+
+def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress: Callable[[str, int, int], None],
+           decide_stage: DecideStage) -> None:
+    """Global stage ``k`` (``spec``) decides over every task's staged keys, and its verdict on
+    each task's documents is written: ``duplicate_of`` (the id of the document kept in its
+    place, null to keep it), the stage's ``cluster_column`` if it has one, and its decision
+    columns. Nothing when it has decided already. ``progress(phase, done, total)`` reports
+    the phases, in units."""
+    if state.decided(k):
+        return
+    progress(f"{spec.type}: deciding", 0, 1)
+    stage = spec.build()
+    assert isinstance(stage, GlobalStage)
+    summaries = [state.summary(k, t.index) for t in tasks]
+    files = [state.staged_files(k, summary, "kept") for summary in summaries]
+    keys = LazyColumns(files, STAGED_KEY, stage.key_type())
+    scratch = state.decision_scratch(k)
+    fs.remove_tree(scratch)
+    sizes = [summary["kept"] for summary in summaries]
+
+    def report(phase: str, done: int, total: int) -> None:
+        progress(f"{spec.type}: {phase}", done, total)
+
+    def column(name: str, positions: np.ndarray) -> pa.Array:
+        return gather(files, sizes, name, positions)
+
+    decided = decide_stage(stage, keys, DecideContext(scratch, report, column), files, sizes)
+    fs.remove_tree(scratch)
+    decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in decided]
+    del keys, decided
+    keepers = [d.keeper for d in decisions]
+    bounds = np.cumsum([0, *[len(x) for x in keepers]])
+    own = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(files))]
+    flat = np.concatenate(keepers) if keepers else np.zeros(0, dtype=np.int64)
+    # Ids of the kept copies that have duplicates, read only from the tasks that hold them.
+    clustered = np.zeros(0, dtype=np.int64)
+    if stage.cluster_column is not None and len(flat):
+        positions, counts = np.unique(flat, return_counts=True)
+        clustered = positions[counts > 1]
+    needed = np.union1d(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)]) if files else np.zeros(0, int),
+                        clustered).astype(np.int64)
+    # The ids of the needed positions, in the order of `needed` (sorted), looked up by
+    # searchsorted and gathered with `take`: no Python object per document.
+    needed_ids = gather(files, [len(x) for x in keepers], ID, needed)
+
+    def ids_of(positions: np.ndarray, wanted: np.ndarray) -> pa.Array:
+        """The id at each position where `wanted`, else null."""
+        slots = np.searchsorted(needed, positions[wanted])
+        index = np.zeros(len(positions), dtype=np.int64)
+        index[wanted] = slots
+        return needed_ids.take(pa.array(index, mask=~wanted))
+
+    stats = StageStats(spec.type)
+    in_cluster = np.isin(flat, clustered)
+    for i, t in enumerate(tasks):
+        is_dup = keepers[i] != own[i]
+        columns = {DUPLICATE_OF: ids_of(keepers[i], is_dup)}
+        if stage.cluster_column is not None:
+            columns[stage.cluster_column] = ids_of(keepers[i], in_cluster[bounds[i]:bounds[i + 1]])
+        columns.update(decisions[i].columns)
+        state.write_verdicts(k, t.index, pa.record_batch(columns))
+        stats.input += len(is_dup)
+        stats.dropped["duplicate"] += int(is_dup.sum())
+    stats.dropped.update(stage.stats.dropped)
+    stats.extra.update(stage.stats.extra)
+    stats.kept = stats.input - sum(stats.dropped.values())
+    state.write_decision(k, stats.as_dict())
+    progress(f"{spec.type}: deciding", 1, 1)
+
+
+class LazyColumns(Sequence[pa.Array]):
+    """One column of every task's staging shards, each task's read only when asked for, so
+    a global stage can stream the keys instead of holding all of them."""
+
+    def __init__(self, files: list[list[Path]], column: str, kind: pa.DataType) -> None:
+        self.files, self.column, self.kind = files, column, kind
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @overload
+    def __getitem__(self, i: int) -> pa.Array: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[pa.Array]: ...
+
+    def __getitem__(self, i: int | slice) -> pa.Array | list[pa.Array]:
+        if isinstance(i, slice):
+            return [read_column(f, self.column, self.kind) for f in self.files[i]]
+        return read_column(self.files[i], self.column, self.kind)
+
+
+def gather(files: list[list[Path]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
+    """One column's values at sorted global ``positions`` (task after task, ``sizes``
+    documents each), reading only the row groups that hold them, one at a time."""
+    bounds = np.cumsum([0, *sizes])
+    parts = []
+    for i, task_files in enumerate(files):
+        here = positions[(positions >= bounds[i]) & (positions < bounds[i + 1])] - bounds[i]
+        if not len(here):
+            continue
+        start = 0
+        for f in task_files:
+            shard = pq.ParquetFile(f)
+            for group in range(shard.num_row_groups):
+                rows = shard.metadata.row_group(group).num_rows
+                lo, hi = np.searchsorted(here, [start, start + rows])
+                if hi > lo:
+                    values = shard.read_row_group(group, columns=[column]).column(column)
+                    parts.extend(values.take(pa.array(here[lo:hi] - start)).chunks)
+                start += rows
+    return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
+
+
+def read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:
+    """One column of a task's staging shards, in order, as one array."""
+    parts = [pq.read_table(f, columns=[column]).column(column) for f in files]
+    chunks = [c for part in parts for c in part.chunks]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)

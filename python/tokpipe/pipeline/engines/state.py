@@ -1,0 +1,341 @@
+"""A run's state on disk: the one module that knows the layout of an output folder's
+``.tokpipe`` state and of the files the run merges from it.
+
+    OUT/.tokpipe/lock.json            the run's lock (``engines.lock``)
+    OUT/.tokpipe/run.json             what this folder is for (config, inputs, reader options)
+    OUT/.tokpipe/tasks.json           the planned tasks, fixed at the first run
+    OUT/.tokpipe/inputs.json          each input file's size and mtime when the run began
+    OUT/.tokpipe/seg{k}/kept/part-{t}-*      task t's documents after segment k (plus the next
+                                             global stage's key column), or, for ``tokpipe
+                                             tokenize``, its ids and lengths (``writers.ids_staging``)
+    OUT/.tokpipe/seg{k}/rejected/part-{t}-*  what segment k dropped from task t
+    OUT/.tokpipe/seg{k}/{t}.errors.jsonl     task t's read errors (segment 0)
+    OUT/.tokpipe/seg{k}/{t}.json             task t's marker: stats and files (written last)
+    OUT/.tokpipe/global{k}/{t}.parquet       global stage k's verdict per document of task t
+    OUT/.tokpipe/global{k}/done.json         its stats (written last); scratch/ while it decides
+    OUT/.tokpipe/pack/{w}.json        worker group w's final shards (written last), params.json
+    OUT/.tokpipe/shuffle/             ``tokpipe tokenize``'s spilled key-range buckets
+    OUT/part-{w:05d}-*.parquet, OUT/rejected/..., OUT/errors.jsonl (merged here)
+
+(``{t}`` is the task's number in six digits.) Every unit of work writes its files first and
+its marker last; :meth:`RunState.committed` says whether a marker and the files it lists
+are whole, so a killed run redoes exactly the units without one. :class:`RunState` holds
+only paths, so it travels to worker processes with the units. Files are touched through
+``pipeline.fs``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokpipe.errors import PipelineError
+from tokpipe.pipeline import fs
+from tokpipe.pipeline.base import StageStats
+from tokpipe.pipeline.engines.lock import RunLock
+from tokpipe.pipeline.readers import Task
+from tokpipe.pipeline.writers import hash_path
+from tokpipe.pipeline.writers.manifest import ERRORS_NAME, REJECTED_DIR
+
+__all__ = ["RunState", "STATE_DIR", "READ_STATS", "Accept"]
+
+#: The state folder in an output folder.
+STATE_DIR = ".tokpipe"
+#: Stats key of the readers: documents read and input set aside, per reason.
+READ_STATS = "read"
+_LOCK = "lock.json"
+_INPUTS = "inputs.json"
+_RUN = "run.json"
+_TASKS = "tasks.json"
+_DONE = "done.json"
+_PACK_PARAMS = "params.json"
+# Magic bytes at both ends of a staging file, by suffix.
+_MAGIC = {".arrow": b"ARROW1", ".parquet": b"PAR1"}
+
+#: A staging's own test of a task's marker (``state``, segment, marker): False redoes the task.
+Accept = Callable[["RunState", int, dict[str, Any]], bool]
+
+
+class RunState:
+    """The state of the run in ``out`` (see the module docstring)."""
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.out = Path(out)
+        self.root = self.out / STATE_DIR
+
+    def __repr__(self) -> str:
+        return f"RunState({str(self.out)!r})"
+
+    # -- The run: its lock, identity, tasks and inputs.
+
+    def lock(self) -> RunLock:
+        """The output folder's lock (not yet taken)."""
+        return RunLock(self.root / _LOCK, str(self.out))
+
+    def exists(self) -> bool:
+        return fs.exists(self.root)
+
+    def identity(self) -> dict[str, Any] | None:
+        """What the run in this folder was started for, or None when none was."""
+        path = self.root / _RUN
+        return fs.read_json(path) if fs.exists(path) else None
+
+    def begin(self, identity: dict[str, Any], tasks: Sequence[Task], segments: int) -> None:
+        """Starts a run: its folders, its planned tasks, its inputs' sizes and times, and
+        (last, so a run cut short before it starts over) its identity."""
+        for k in range(segments):
+            fs.make_dirs(self._segment(k))
+            fs.make_dirs(self._global(k))
+        fs.make_dirs(self.root / "pack")
+        fs.write_json(self.root / _TASKS, [asdict(t) for t in tasks])
+        fs.write_json(self.root / _INPUTS, _input_stats(tasks))
+        fs.write_json(self.root / _RUN, identity)
+
+    def tasks(self) -> list[Task]:
+        """The tasks planned when the run began."""
+        return [Task(**t) for t in fs.read_json(self.root / _TASKS)]
+
+    def check_inputs(self) -> None:
+        """Refuses to resume over inputs that changed since the run began: the output would
+        mix documents of the old and the new file. (A run begun by an older tokpipe recorded
+        none.)"""
+        recorded = self.root / _INPUTS
+        if not fs.exists(recorded):
+            return
+        for path, (size, mtime) in fs.read_json(recorded).items():
+            try:
+                info = os.stat(path)
+            except OSError as error:
+                raise PipelineError(f"{self.out} cannot resume: input {path} is gone or unreadable since the run "
+                                    f"began ({error.strerror or error}); restore it, or start over with "
+                                    "--overwrite") from None
+            if (info.st_size, info.st_mtime_ns) != (size, mtime):
+                raise PipelineError(f"{self.out} cannot resume: input {path} changed since the run began "
+                                    f"(size {size:,} -> {info.st_size:,} bytes, or its modification time); "
+                                    "restore it, or start over with --overwrite")
+
+    def holds_anything(self) -> bool:
+        """Whether the output folder holds anything besides the run lock."""
+        return any(self._contents())
+
+    def clear(self) -> None:
+        """Deletes what the output folder holds (``--overwrite``) but the lock this run holds."""
+        for entry in list(self._contents()):
+            if fs.is_dir(entry) and not entry.is_symlink():
+                fs.remove_tree(entry, ignore_errors=False)
+            else:
+                fs.remove(entry)
+
+    def discard_if_empty(self) -> None:
+        """Removes the state folder if nothing is in it (a run refused before it began)."""
+        fs.remove_empty_dir(self.root)
+
+    def _contents(self) -> Iterator[Path]:
+        if not fs.is_dir(self.out):
+            return
+        for entry in fs.listing(self.out):
+            if entry.name == STATE_DIR and fs.is_dir(entry):
+                yield from (p for p in fs.listing(entry) if p.name != _LOCK)
+            else:
+                yield entry
+
+    # -- Segment k of a task: staged files, read errors, marker.
+
+    def _segment(self, k: int) -> Path:
+        return self.root / f"seg{k}"
+
+    def staging_dir(self, k: int, kind: str) -> Path:
+        """Where segment ``k`` stages its ``kind`` ("kept" or "rejected") documents."""
+        return self._segment(k) / kind
+
+    def staged_files(self, k: int, summary: dict[str, Any], kind: str) -> list[Path]:
+        """The ``kind`` files a task's marker in segment ``k`` lists, in order."""
+        return [self.staging_dir(k, kind) / name for name in summary[f"{kind}_files"]]
+
+    def _marker(self, k: int, task: int) -> Path:
+        return self._segment(k) / f"{task:06d}.json"
+
+    def _errors(self, task: int) -> Path:
+        return self._segment(0) / f"{task:06d}.errors.jsonl"
+
+    def summary(self, k: int, task: int) -> dict[str, Any]:
+        """Segment ``k``'s marker of ``task`` (``FileNotFoundError`` when it has none)."""
+        result: dict[str, Any] = fs.read_json(self._marker(k, task))
+        return result
+
+    def write_summary(self, k: int, task: int, summary: dict[str, Any]) -> None:
+        """Commits segment ``k`` of ``task``: its marker, written after its files."""
+        fs.write_json(self._marker(k, task), summary)
+
+    def has_marker(self, k: int, task: int) -> bool:
+        return fs.exists(self._marker(k, task))
+
+    def drop_marker(self, k: int, task: int) -> None:
+        fs.remove(self._marker(k, task))
+
+    def write_errors(self, task: int, lines: Iterable[str]) -> tuple[str, int]:
+        """The task's read errors (one JSON line each) in segment 0; returns the file's name
+        in its segment's folder (as a marker's ``sizes`` names it) and its size."""
+        path = self._errors(task)
+        with fs.atomic(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+        return path.name, fs.size(path)
+
+    def committed(self, k: int, task: int, accept: Accept | None = None) -> bool:
+        """Whether segment ``k`` of ``task`` is done: its marker can be read, ``accept``
+        (the staging's own test) takes it, and every file it lists has the size it had then
+        (and, for Arrow and Parquet files, the format's magic bytes at both ends).
+
+        Staging files and markers are not fsynced (that would cost the run about as much as
+        writing them): a killed process loses nothing the page cache holds, but after a
+        power loss or an OS crash a marker may survive its files, which come back short,
+        empty or zero-filled. Those are caught here, at the price of a ``stat`` and two small
+        reads a file, and the task is redone. (A marker of an older version lists no sizes:
+        it is trusted as it was.)"""
+        try:
+            summary = self.summary(k, task)
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError):  # a marker the crash left empty or cut short
+            return False
+        if accept is not None and not accept(self, k, summary):
+            return False
+        for name, size in summary.get("sizes", {}).items():
+            path = self._segment(k) / name
+            try:
+                if fs.size(path) != size:
+                    return False
+                magic = _MAGIC.get(path.suffix)
+                if magic is not None and fs.read_ends(path, len(magic)) != (magic, magic):
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def pending(self, k: int, tasks: Sequence[Task], accept: Accept | None = None) -> list[Task]:
+        """The tasks whose segment ``k`` is not committed (see :meth:`committed`); the marker
+        of one whose files are damaged is removed, so nothing reads them before it is redone."""
+        todo = []
+        for t in tasks:
+            if not self.committed(k, t.index, accept):
+                self.drop_marker(k, t.index)
+                todo.append(t)
+        return todo
+
+    # -- Global stage k: its decision and its verdict on each task.
+
+    def _global(self, k: int) -> Path:
+        return self.root / f"global{k}"
+
+    def decided(self, k: int) -> bool:
+        return fs.exists(self._global(k) / _DONE)
+
+    def decision_stats(self, k: int) -> dict[str, Any]:
+        result: dict[str, Any] = fs.read_json(self._global(k) / _DONE)["stats"]
+        return result
+
+    def write_decision(self, k: int, stats: dict[str, Any]) -> None:
+        """Commits global stage ``k``'s decision (after every task's verdict)."""
+        fs.write_json(self._global(k) / _DONE, {"stats": stats})
+
+    def decision_scratch(self, k: int) -> Path:
+        """Scratch space of global stage ``k``'s decision (emptied before and after)."""
+        return self._global(k) / "scratch"
+
+    def write_verdicts(self, k: int, task: int, verdicts: pa.RecordBatch) -> None:
+        with fs.atomic(self._global(k) / f"{task:06d}.parquet") as tmp:
+            pq.write_table(pa.Table.from_batches([verdicts]), tmp, compression="zstd")
+
+    def verdicts(self, k: int, task: int) -> pa.Table:
+        """Global stage ``k``'s verdict on each document of ``task``."""
+        return pq.read_table(self._global(k) / f"{task:06d}.parquet").combine_chunks()
+
+    # -- The pack step: worker group w's final shards.
+
+    def begin_pack(self, params: dict[str, Any]) -> None:
+        """Records the cut of the final shards; another cut than the one begun redoes the
+        packed groups (cheaply: they are copies)."""
+        pack = self.root / "pack"
+        params_file = pack / _PACK_PARAMS
+        if fs.exists(params_file) and fs.read_json(params_file) != params:
+            for marker in fs.listing(pack, "*.json"):
+                fs.remove(marker)
+        fs.write_json(params_file, params)
+
+    def packed(self, worker: int) -> bool:
+        return fs.exists(self.root / "pack" / f"{worker}.json")
+
+    def pack(self, worker: int) -> dict[str, Any]:
+        result: dict[str, Any] = fs.read_json(self.root / "pack" / f"{worker}.json")
+        return result
+
+    def write_pack(self, worker: int, summary: dict[str, Any]) -> None:
+        fs.write_json(self.root / "pack" / f"{worker}.json", summary)
+
+    def remove_group_shards(self, worker: int) -> None:
+        """The final shards a group that did not finish may have left (they are redone)."""
+        for stale in [*fs.listing(self.out, f"part-{worker:05d}-*.parquet"),
+                      *fs.listing(self.out / REJECTED_DIR, f"part-{worker:05d}-*.parquet")]:
+            fs.remove(stale)
+
+    def remove_shards_past(self, workers: int) -> None:
+        """The final shards of groups ``workers`` and up: left by an earlier cut into more."""
+        for stale in [*fs.listing(self.out, "part-*.parquet"), *fs.listing(self.out / REJECTED_DIR, "part-*.parquet")]:
+            if int(stale.name.split("-")[1]) >= workers:
+                fs.remove(stale)
+
+    # -- tokpipe tokenize's shuffle.
+
+    def shuffle_scratch(self) -> Path:
+        return self.root / "shuffle"
+
+    # -- What the run merges from every task.
+
+    def merged_stats(self, tasks: Sequence[Task], closing: Sequence[str | None]) -> dict[str, StageStats]:
+        """Every stage's stats summed over the tasks' markers of each segment (``closing[k]``:
+        the global stage that ends segment k, whose decision's stats are taken as they are),
+        with the readers' under :data:`READ_STATS`."""
+        stats: dict[str, StageStats] = {}
+        for k, global_stage in enumerate(closing):
+            for t in tasks:
+                for name, data in self.summary(k, t.index)["stats"].items():
+                    stats.setdefault(name, StageStats(name)).merge(StageStats.from_dict(name, data))
+            if global_stage is not None:
+                stats[global_stage] = StageStats.from_dict(global_stage, self.decision_stats(k))
+        stats.setdefault(READ_STATS, StageStats(READ_STATS))
+        return stats
+
+    def merge_errors(self, tasks: Sequence[Task], digest: bool = False) -> tuple[int, tuple[int, str] | None]:
+        """``OUT/errors.jsonl``: every task's read errors, in task order. Returns how many,
+        and with ``digest`` the file's size and sha256."""
+        errors = 0
+        hashed = None
+        with fs.atomic(self.out / ERRORS_NAME) as tmp:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for t in tasks:
+                    lines = fs.read_text(self._errors(t.index))
+                    f.write(lines)
+                    errors += lines.count("\n")
+            if digest:
+                hashed = hash_path(tmp)
+        return errors, hashed
+
+
+def _input_stats(tasks: Sequence[Task]) -> dict[str, list[int]]:
+    """Each input file's size and modification time (ns), as the run first read them."""
+    stats: dict[str, list[int]] = {}
+    for t in tasks:
+        if t.path not in stats:
+            try:
+                info = os.stat(t.path)
+            except OSError:
+                continue  # unreadable: its task reports it
+            stats[t.path] = [info.st_size, info.st_mtime_ns]
+    return stats

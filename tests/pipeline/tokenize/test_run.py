@@ -1,0 +1,148 @@
+"""``tokenize.run`` (``tokenize_corpus``, ``tokpipe tokenize``) end to end: exact token
+accounting and the manifest, a ``tokpipe clean`` folder as input, the unshuffled output
+written while encoding, and a run interrupted or killed that resumes to the uninterrupted
+run's output.
+
+Expected ids come from tiktoken, expected orders from the published rule (``helpers``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import tokpipe.pipeline as pipeline
+from tests.pipeline.tokenize.helpers import (GPT2, digest, expected_docs, expected_order, is_val, read_documents,
+                                             read_megatron, recorded, run_options)
+from tokpipe.pipeline.tokenize import TokenizeOptions, tokenize_corpus
+
+
+def test_documents_are_tiktokens_ids_in_the_seeded_order(corpus: Path, tmp_path: Path,
+                                                        records: list[dict[str, str]]) -> None:
+    out = tmp_path / "out"
+    result = tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=7),
+                             run_options(2))
+    docs = expected_docs(records)
+    order = expected_order(len(docs), 7)
+    want = [docs[p] for p in order]
+    got = read_documents(out, "train")
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert got == want
+    dtype, megatron = read_megatron(out / "train" / "megatron")
+    assert dtype == np.dtype("<u2")  # GPT-2: 50,257 ids < 65,500
+    assert [m.tolist() for m in megatron] == [ids for _, ids in want]
+    manifest = result.manifest
+    assert manifest["dtype"] == "uint16"
+    assert pq.read_schema(next((out / "train").glob("part-*.parquet"))).field("input_ids").type.value_type == "uint16"
+    total = sum(len(ids) for _, ids in docs)
+    assert manifest["totals"] == {"documents": len(docs), "tokens": total}
+    assert sum(s["tokens"] for s in manifest["splits"]["train"]["parquet"]) == total
+    assert manifest["tokenizer"]["eos_id"] == 50256
+    assert manifest["tokenizer"]["sha256"] == hashlib.sha256(Path(GPT2).read_bytes()).hexdigest()
+    assert manifest["stats"]["tokenize"]["dropped_empty"] == 3
+    assert manifest["splits"]["train"]["megatron"]["dtype"] == "uint16"
+
+
+def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: Path) -> None:
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=1)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    tokenize_corpus([str(corpus)], reference, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    # As a killed run leaves it: some tasks without their commit marker, no manifest.
+    markers = sorted((out / ".tokpipe" / "seg0").glob("*.json"))
+    assert len(markers) > 3
+    for marker in markers[1::2]:
+        marker.unlink()
+    (out / "manifest.json").unlink()
+    resumed = tokenize_corpus([str(corpus)], out, options, run_options(2))
+    assert resumed.tasks_run == len(markers[1::2]) < first.tasks_run
+    assert digest(out) == digest(reference)
+    assert recorded(out) == recorded(reference) == digest(reference)
+
+
+def test_a_clean_output_folder_is_an_input(corpus: Path, tmp_path: Path, records: list[dict[str, str]]) -> None:
+    cleaned = tmp_path / "cleaned"
+    pipeline.run([corpus], cleaned, config={"stages": [{"type": "length_filter", "min": 1}]}, workers=1)
+    out = tmp_path / "out"
+    tokenize_corpus([str(cleaned)], out, TokenizeOptions(GPT2, shuffle=False), run_options())
+    assert read_documents(out, "train") == expected_docs([r for r in records if r["text"]])
+
+
+def test_unshuffled_output_written_while_encoding_is_the_input_order(corpus: Path, tmp_path: Path,
+                                                                    records: list[dict[str, str]]) -> None:
+    """Without a shuffle the final files are written as the tasks finish (a thread follows
+    the task markers): the documents stay in input order, split by the hash rule, the same
+    for 1 and 2 workers and for a run resumed with some tasks already done."""
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), shuffle=False, seed=4, val_fraction=0.15)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    tokenize_corpus([str(corpus)], a, options, run_options(1))
+    tokenize_corpus([str(corpus)], b, options, run_options(2))
+    docs = expected_docs(records)
+    val = [is_val(p, 4, 0.15) for p in range(len(docs))]
+    assert read_documents(a, "train") == [d for d, v in zip(docs, val) if not v]
+    assert read_documents(a, "val") == [d for d, v in zip(docs, val) if v]
+    assert digest(a) == digest(b)
+    first = tokenize_corpus([str(corpus)], c, options, run_options(1))
+    markers = sorted((c / ".tokpipe" / "seg0").glob("*.json"))
+    for marker in markers[::3]:
+        marker.unlink()
+    (c / "manifest.json").unlink()
+    resumed = tokenize_corpus([str(corpus)], c, options, run_options(2))
+    assert 0 < resumed.tasks_run < first.tasks_run
+    assert digest(c) == digest(a)
+    assert recorded(c) == recorded(a) == digest(a)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, documents: list[tuple[str, str]],
+                                                              shuffle: bool) -> None:
+    """``kill -9`` in the middle of the tokenizing phase (while, without a shuffle, the final
+    files are being written too), then the same command again: the output is the one an
+    uninterrupted run writes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    texts = [t for _, t in documents]
+    for n in range(12):
+        with open(corpus / f"{n:02d}.jsonl", "w", encoding="utf-8") as f:
+            for i, t in enumerate(texts[n % 5::2]):
+                f.write(json.dumps({"id": f"{n}-{i}", "text": t}, ensure_ascii=False) + "\n")
+    args = [str(corpus), "-t", GPT2, "--format", "both", "--pack", "--seq-len", "512", "--task-size", "64KB",
+            "--workers", "1", "-q", *([] if shuffle else ["--no-shuffle"])]
+
+    def cli(out: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", "tokenize", *args,
+                                 "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+
+    def finish(proc: subprocess.Popen[str]) -> None:
+        _, stderr = proc.communicate()
+        assert proc.returncode == 0, stderr
+
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    finish(cli(reference))
+    total = len(list((reference / ".tokpipe" / "seg0").glob("*.json")))
+    proc = cli(out)
+    markers = out / ".tokpipe" / "seg0"
+    while proc.poll() is None and len(list(markers.glob("*.json"))) < 3:
+        time.sleep(0.002)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert 3 <= len(list(markers.glob("*.json"))) < total
+    assert not (out / "manifest.json").exists()
+    finish(cli(out))
+    assert digest(out) == digest(reference)
+    assert recorded(out) == recorded(reference) == digest(reference)
