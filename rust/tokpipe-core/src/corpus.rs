@@ -19,6 +19,10 @@
 //! UTF-8 is replaced with U+FFFD, unusable JSON records are set aside, and a corrupt compressed
 //! stream ends its file. Each case is counted in the [`CorpusReport`], with the first few
 //! examples (file, line, reason).
+//!
+//! (Over 500 lines: 343 of them are its unit tests and the scratch-file helpers the trainers' tests
+//! share; the rest is the two halves of one reader, batching and document parsing, and the report
+//! both fill in (about 180 lines).)
 
 use crate::error::{Error, Result};
 use crate::jsonl::{parse_record, FieldValue, RecordSpec};

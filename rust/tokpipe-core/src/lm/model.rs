@@ -13,6 +13,9 @@
 //!
 //! Scores are `f32` sums in KenLM's order of operations, so a sentence's log10 probability is
 //! the one `kenlm.Model.score` gives, normally bit for bit.
+//!
+//! (Over 500 lines: the model's scoring and its ARPA builder (about 260 lines), which adds the
+//! missing suffixes the scoring relies on, belong together; 46 lines are unit tests.)
 
 use super::arpa::{self, ArpaVisitor};
 use super::probing::{combine, has_extension, NgramTable, Vocab, Weights};

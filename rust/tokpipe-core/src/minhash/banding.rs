@@ -35,6 +35,10 @@
 //! runs or sorted in memory) and the union-find roots at the smallest position, so the
 //! clusters are a function of the signatures alone: the same for any number of workers and
 //! any memory budget.
+//!
+//! (Over 500 lines: 244 of them are its unit tests; the rest is one external-memory algorithm,
+//! [`LshIndex`], whose spilling, k-way merge and verified joins share its buffers, sorted runs and
+//! union-find.)
 
 use super::key_bytes;
 use super::union_find::UnionFind;

@@ -8,6 +8,9 @@
 //! to the earlier start); [`scrub`] replaces each span by its type's [`Action`]. Spans are
 //! reported in Unicode code points of the original text, the unit Python's `str` slices in,
 //! so `text[start:end]` is the match. No detected text is ever put in an error or a count.
+//!
+//! (Over 500 lines: 140 of them are the tests of the whole detector, from triggers to scrubbed
+//! text; the rest is the types, overlap resolution, scrubbing and the column driver.)
 
 pub mod detect;
 pub mod validate;

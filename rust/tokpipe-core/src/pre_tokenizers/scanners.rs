@@ -33,6 +33,9 @@
 //! The parity tests (`scanner_tests.rs`) compare every scanner with fancy-regex on the shared
 //! corpora, on random strings over an alphabet of the awkward characters, on every code point in
 //! context, and on adversarial megabyte inputs.
+//!
+//! (Over 500 lines: the class table and the run helpers (about 290 lines) are shared by the three
+//! scanners (about 225); the tests are in `scanner_tests.rs`.)
 
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 

@@ -13,6 +13,9 @@
 //! Ids: special tokens first (in the given order), then the 256 byte-level characters sorted
 //! by code point (not by byte value), then one id per merge whose result is new. The output is
 //! the same whatever the number of threads: counts are sums, and every tie is broken by ids.
+//!
+//! (Over 500 lines: 344 of them are the tests of the whole trainer, merge loop included; the code
+//! is 245.)
 
 mod merge_loop;
 

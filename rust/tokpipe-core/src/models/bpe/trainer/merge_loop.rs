@@ -26,6 +26,9 @@
 //! in place and named by their offset; candidates list word offsets as sorted `u32`s.
 //! Rewrites touching many words are spread over rayon threads, each gathering its own count
 //! changes, which are then summed; the result does not depend on the thread count.
+//!
+//! (Over 500 lines: one algorithm, HF's merge loop, whose token table, candidate heap, word lists
+//! and parallel rewrite all work on the same flat word vector; its tests are in [`super`].)
 
 use crate::models::piece_counter::PieceCounter;
 use crate::pre_tokenizers::byte_level;
