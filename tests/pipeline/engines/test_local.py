@@ -6,16 +6,15 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 import tokpipe.pipeline as pipeline
+from tests.pipeline.killed_runs import finish, kill_after_markers, start_cli
 from tokpipe.errors import PipelineError
 from tokpipe.pipeline.base import DUPLICATE_OF
 
@@ -113,16 +112,6 @@ def test_strict_stops_at_the_first_bad_input(corpus: Path, tmp_path: Path) -> No
         pipeline.run([corpus], tmp_path / "out", workers=1, strict=True)
 
 
-def run_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def finish(proc: subprocess.Popen[str]) -> None:
-    _, stderr = proc.communicate()
-    assert proc.returncode == 0, stderr
-
-
 def test_a_killed_run_resumes_to_the_uninterrupted_output(tmp_path: Path, documents: list[tuple[str, str]]) -> None:
     corpus = tmp_path / "in"
     corpus.mkdir()
@@ -131,21 +120,14 @@ def test_a_killed_run_resumes_to_the_uninterrupted_output(tmp_path: Path, docume
         write_jsonl(corpus / f"{n:02d}.jsonl", [{"id": f"{n}-{i}", "text": t} for i, t in enumerate(texts[n % 7::3])]
                     + [{"id": f"{n}-dup", "text": texts[n % 5]}])
     reference = tmp_path / "reference"
-    finish(run_cli("clean", str(corpus), "-o", str(reference), "--workers", "1", "-q"))
+    finish(start_cli("clean", str(corpus), "-o", str(reference), "--workers", "1", "-q"))
 
     out = tmp_path / "out"
-    proc = run_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q")
-    markers = out / ".tokpipe" / "seg0"
-    while proc.poll() is None and len(list(markers.glob("*.json"))) < 5:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
-    assert 5 <= len(list(markers.glob("*.json"))) < 40
+    proc = start_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q")
+    assert 5 <= kill_after_markers(proc, out / ".tokpipe" / "seg0", 5) < 40
     assert not (out / "manifest.json").exists()
 
-    finish(run_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q"))
+    finish(start_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q"))
     assert output_rows(out) == output_rows(reference)
     assert [p.name for p in sorted(out.glob("*.parquet"))] == [p.name for p in sorted(reference.glob("*.parquet"))]
     for a, b in zip(sorted(out.glob("*.parquet")), sorted(reference.glob("*.parquet"))):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpipe.pipeline as pipeline
+from tests.pipeline.killed_runs import finish, kill_after_markers, start_cli
 from tests.pipeline.tokenize.helpers import (GPT2, digest, expected_docs, expected_order, is_val, read_documents,
                                              read_megatron, recorded, run_options)
 from tokpipe.pipeline.tokenize import TokenizeOptions, tokenize_corpus
@@ -105,12 +107,6 @@ def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, d
     """``kill -9`` in the middle of the tokenizing phase (while, without a shuffle, the final
     files are being written too), then the same command again: the output is the one an
     uninterrupted run writes."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     corpus = tmp_path / "in"
     corpus.mkdir()
     texts = [t for _, t in documents]
@@ -122,26 +118,13 @@ def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, d
             "--workers", "1", "-q", *([] if shuffle else ["--no-shuffle"])]
 
     def cli(out: Path) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", "tokenize", *args,
-                                 "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-
-    def finish(proc: subprocess.Popen[str]) -> None:
-        _, stderr = proc.communicate()
-        assert proc.returncode == 0, stderr
+        return start_cli("tokenize", *args, "-o", str(out))
 
     reference, out = tmp_path / "reference", tmp_path / "out"
     finish(cli(reference))
     total = len(list((reference / ".tokpipe" / "seg0").glob("*.json")))
     proc = cli(out)
-    markers = out / ".tokpipe" / "seg0"
-    while proc.poll() is None and len(list(markers.glob("*.json"))) < 3:
-        time.sleep(0.002)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
-    assert 3 <= len(list(markers.glob("*.json"))) < total
+    assert 3 <= kill_after_markers(proc, out / ".tokpipe" / "seg0", 3) < total
     assert not (out / "manifest.json").exists()
     finish(cli(out))
     assert digest(out) == digest(reference)

@@ -144,14 +144,6 @@ def line_start_at_or_after(f: BinaryIO, offset: int) -> int:
     return offset + _skip_rest_of_line(f)
 
 
-def _strip_newline(raw: bytes) -> bytes:
-    if raw.endswith(b"\r\n"):
-        return raw[:-2]
-    if raw.endswith(b"\n"):
-        return raw[:-1]
-    return raw
-
-
 def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tuple[int, Optional[memoryview]]]:
     """The lines ``task`` owns, a block of whole lines at a time, as ``(number of the block's
     first line, block)``.
