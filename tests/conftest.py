@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,46 @@ def documents() -> list[tuple[str, str]]:
 @pytest.fixture(scope="session")
 def vocab_dir() -> Path:
     return _require(VOCAB)
+
+
+# -- Object storage: a local S3 server (tests/s3_server.py) for the whole session.
+
+#: The environment the S3 tests run under: moto takes any credentials; these keep a real
+#: AWS configuration on the machine out of the tests.
+S3_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The endpoint URL of a local S3 server, started once per session; while it runs, the
+    test process (and the commands it starts) has test credentials and ``AWS_ENDPOINT_URL``
+    pointing at it, as for any S3-compatible endpoint. The environment is restored after."""
+    import os
+
+    from tests.s3_server import start_s3
+
+    endpoint, stop = start_s3()
+    settings = {**S3_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str) -> str:
+    """A new, empty bucket of the local S3 server, named uniquely for this test."""
+    import uuid
+
+    import s3fs
+
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_endpoint}, skip_instance_cache=True).mkdir(name)
+    return name

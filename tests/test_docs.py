@@ -194,10 +194,22 @@ def run_page(blocks: list[Block], folder: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[page_name(p) for p in PAGES])
-def test_examples_run(page: Path, tmp_path: Path, bin_dir: Path) -> None:
+def test_examples_run(page: Path, tmp_path: Path, bin_dir: Path, request: pytest.FixtureRequest) -> None:
     # The README's first command has a test of its own, below.
     blocks = [b for b in ALL_BLOCKS if b.page == page_name(page) and b is not readme_first_command()]
-    run_page(blocks, page_folder(tmp_path), example_env(bin_dir))
+    if any("s3://my-bucket" in b.code for b in blocks if b.language in RUN and b.mark != "not run"):
+        # Object-storage examples run against the test suite's S3 server, in a bucket of
+        # the name they use (the server and its credentials reach them through the environment).
+        request.getfixturevalue("s3_endpoint")
+        from tests.s3_server import bucket_filesystem
+
+        filesystem = bucket_filesystem()
+        if filesystem.exists("my-bucket"):
+            filesystem.rm("my-bucket", recursive=True)
+        filesystem.mkdir("my-bucket")
+    env = example_env(bin_dir)
+    env["TOKPIPE_CACHE"] = str(tmp_path / "cache")
+    run_page(blocks, page_folder(tmp_path), env)
 
 
 def test_the_shipped_config_is_valid() -> None:

@@ -25,6 +25,7 @@ from tokpipe.errors import (
     InternalError,
     PatternError,
     StateError,
+    StorageError,
     TokpipeError,
 )
 from tokpipe.tokenizer import Tokenizer
@@ -64,5 +65,6 @@ __all__ = [
     "EncodeError",
     "CorpusError",
     "StateError",
+    "StorageError",
     "InternalError",
 ]

@@ -22,6 +22,7 @@ __all__ = [
     "InternalError",
     "ConfigError",
     "PipelineError",
+    "StorageError",
     "ConfigWarning",
 ]
 
@@ -75,6 +76,13 @@ class ConfigError(TokpipeError, ValueError):
 class PipelineError(TokpipeError):
     """A pipeline run failed (bad input under ``strict``, an output folder from another
     config, a stage that raised); the message names the file or stage."""
+
+
+class StorageError(TokpipeError, OSError):
+    """Object storage could not be used: its fsspec package (a tokpipe extra) is missing, no
+    credentials were found, or the service failed. The message names the URL and the extra
+    to install, never a credential. (A missing object or bucket is ``FileNotFoundError``,
+    refused access ``PermissionError``, as for local files.)"""
 
 
 class ConfigWarning(UserWarning):

@@ -22,7 +22,7 @@ from typing import Union
 import numpy as np
 import pyarrow as pa
 
-from tokpipe import _core
+from tokpipe import _core, storage
 from tokpipe.tokenizer import Tokenizer
 from tokpipe.train import CorpusReport, StrPath, check_corpus_arguments, feed_corpus
 
@@ -57,9 +57,16 @@ class LanguageModel:
 
     @classmethod
     def load(cls, path: StrPath, tokenizer: TokenizerLike = None) -> LanguageModel:
-        """Loads an ARPA file; with ``tokenizer`` (a ``Tokenizer`` or a path
+        """Loads an ARPA file (a path, or a URL: fetched once into tokpipe's cache, see
+        ``tokpipe.storage.local_copy``); with ``tokenizer`` (a ``Tokenizer`` or a path or URL
         ``Tokenizer.from_file`` reads) lines are scored as its tokens, else as whitespace-separated words."""
-        return cls(_core.NgramModel.load_arpa(os.fspath(path), _core_tokenizer(tokenizer)))
+        name = os.fspath(path)
+        if not storage.is_remote(name):
+            return cls(_core.NgramModel.load_arpa(name, _core_tokenizer(tokenizer)))
+        local = os.fspath(storage.local_copy(name))
+        core_tokenizer = _core_tokenizer(tokenizer)
+        with storage.naming_urls({local: name}):
+            return cls(_core.NgramModel.load_arpa(local, core_tokenizer))
 
     def with_tokenizer(self, tokenizer: TokenizerLike) -> LanguageModel:
         """The same model (shared, not copied) scoring lines with another tokenizer."""
@@ -116,8 +123,16 @@ class TrainedLM:
         self._core = core
 
     def save(self, path: StrPath) -> None:
-        """Writes the ARPA file (KenLM's ``lmplz`` layout)."""
-        self._core.write_arpa(os.fspath(path))
+        """Writes the ARPA file (KenLM's ``lmplz`` layout); to a URL, written locally, then
+        uploaded whole."""
+        name = os.fspath(path)
+        if not storage.is_remote(name):
+            self._core.write_arpa(name)
+            return
+        from tokpipe.pipeline import fs
+
+        with fs.atomic(storage.location(name)) as tmp:
+            self._core.write_arpa(os.fspath(tmp))
 
     def arpa(self) -> bytes:
         return self._core.arpa()

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import ConfigError, InvalidArgumentError
 
 __all__ = ["QualityClassifier", "train_quality_classifier", "load_quality_classifier", "prepare", "roc_auc",
@@ -225,9 +226,16 @@ _CACHE: dict[tuple[str, int, int], QualityClassifier] = {}
 
 def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
     """Load a model file written by ``train_quality_classifier`` (cached per process by path,
-    size and modification time). Raises ``ConfigError`` for a file that is not one, or of a
-    newer version than this tokpipe reads."""
-    path = Path(path)
+    size and modification time); a URL is fetched once into tokpipe's cache
+    (``tokpipe.storage.local_copy``, keyed by URL and ETag). Raises ``ConfigError`` for a file
+    that is not one, or of a newer version than this tokpipe reads."""
+    name = os.fspath(path)
+    if storage.is_remote(name):
+        shown = storage.redact(name)
+        path = storage.local_copy(name)
+    else:
+        path = Path(path)
+        shown = str(path)
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     cached = _CACHE.get(key)
@@ -238,13 +246,13 @@ def load_quality_classifier(path: str | os.PathLike[str]) -> QualityClassifier:
             meta = json.loads(z.read("meta.json"))
             blob = z.read("model.bin")
     except (zipfile.BadZipFile, KeyError, ValueError) as e:
-        raise ConfigError(f"{path}: not a tokpipe quality model ({e})") from None
+        raise ConfigError(f"{shown}: not a tokpipe quality model ({e})") from None
     if meta.get("format") != FORMAT:
-        raise ConfigError(f"{path}: not a tokpipe quality model (format {meta.get('format')!r})")
+        raise ConfigError(f"{shown}: not a tokpipe quality model (format {meta.get('format')!r})")
     version = meta.get("version")
     if not isinstance(version, int) or version > VERSION or version < 1:
-        raise ConfigError(f"{path}: quality model version {version!r}; this tokpipe reads versions 1 to {VERSION}")
-    classifier = QualityClassifier(blob, meta, name=f"{path} (model.bin)", source=path)
+        raise ConfigError(f"{shown}: quality model version {version!r}; this tokpipe reads versions 1 to {VERSION}")
+    classifier = QualityClassifier(blob, meta, name=f"{shown} (model.bin)", source=path)
     _CACHE[key] = classifier
     return classifier
 
@@ -262,13 +270,24 @@ class TrainedQuality:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the self-contained model file (zip of ``meta.json`` and ``model.bin``)."""
+        """Write the self-contained model file (zip of ``meta.json`` and ``model.bin``); to a
+        URL, written locally, then uploaded whole."""
+        name = os.fspath(path)
+        if storage.is_remote(name):
+            from tokpipe.pipeline import fs
+
+            with fs.atomic(storage.location(name)) as tmp:
+                self._write(tmp)
+            return
         path = Path(path)
         partial = path.with_name(path.name + ".partial")
-        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as z:
+        self._write(partial)
+        os.replace(partial, path)
+
+    def _write(self, path: Path) -> None:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
             z.writestr("meta.json", json.dumps(self.classifier.meta, indent=1, sort_keys=True))
             z.writestr("model.bin", self.classifier.blob)
-        os.replace(partial, path)
 
 
 def iter_documents(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text", split: str = "none",

@@ -3,16 +3,24 @@
 It wraps ``tokpipe._core.Tokenizer`` (Rust) and adds nothing but argument handling and
 documentation, so every call goes straight to Rust. Long inputs and batches are encoded with
 the GIL released.
+
+Every loader and ``save*`` method also takes an object-storage URL (``s3://``, ``gs://``,
+``az://``, ``hf://``, ``file://``; see :mod:`tokpipe.storage`): a file is read from a local copy
+(``storage.local_copy``: downloaded once, kept in tokpipe's cache under its URL and ETag), since
+the Rust loaders read paths; a file is written locally, then uploaded whole. Errors name the
+URL, never the local copy or a credential.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
 
-from tokpipe import _core
+from tokpipe import _core, storage
 from tokpipe.errors import FormatError, InvalidArgumentError
 from tokpipe.tokenizer_files import detect, gpt2_pair, read_head, tiktoken_pattern
 
@@ -64,25 +72,30 @@ class Tokenizer:
         - BERT's ``vocab.txt`` (not gzip), as :meth:`from_wordpiece_vocab` with its defaults
           (uncased); call that for other settings.
 
-        ``pattern`` applies to ``.tiktoken`` files only.
+        ``pattern`` applies to ``.tiktoken`` files only. ``path`` may be a URL (``s3://...``;
+        GPT-2's partner file is then looked for beside it in the bucket).
         """
-        name = os.fspath(path)
-        head, gzipped, whole = read_head(name)
-        kind = detect(head, whole)
-        if pattern is not None and kind != "tiktoken":
-            raise InvalidArgumentError(f"{name}: pattern= applies to .tiktoken rank files, and this is "
-                                       f"{'not a tokenizer file tokpipe knows' if kind is None else 'a ' + kind}")
-        if kind == "tiktoken":
-            return cls.from_tiktoken(name, pattern=pattern or tiktoken_pattern(name))
-        if kind in ("gpt2-encoder", "gpt2-merges"):
-            return cls.from_gpt2(*gpt2_pair(name, kind))
-        if kind == "vocab.txt":
-            if gzipped:
-                raise FormatError(f"{name}: a gzip vocab.txt is not read; unzip it")
-            return cls.from_wordpiece_vocab(name)
-        # tokenizer.json, .model, or unknown: the core tells JSON from protobuf, and says
-        # what is wrong with anything else.
-        return cls(_core.Tokenizer.from_file(name))
+        where = _where(path)
+        with _local_files() as fetch:
+            name = fetch(where)
+            shown = _shown(where)
+            head, gzipped, whole = read_head(name)
+            kind = detect(head, whole)
+            if pattern is not None and kind != "tiktoken":
+                raise InvalidArgumentError(f"{shown}: pattern= applies to .tiktoken rank files, and this is "
+                                           f"{'not a tokenizer file tokpipe knows' if kind is None else 'a ' + kind}")
+            if kind == "tiktoken":
+                return cls.from_tiktoken(name, pattern=pattern or tiktoken_pattern(shown))
+            if kind in ("gpt2-encoder", "gpt2-merges"):
+                encoder, merges = gpt2_pair(where, kind)
+                return cls.from_gpt2(fetch(encoder), fetch(merges))
+            if kind == "vocab.txt":
+                if gzipped:
+                    raise FormatError(f"{shown}: a gzip vocab.txt is not read; unzip it")
+                return cls.from_wordpiece_vocab(name)
+            # tokenizer.json, .model, or unknown: the core tells JSON from protobuf, and says
+            # what is wrong with anything else.
+            return cls(_core.Tokenizer.from_file(name))
 
     @classmethod
     def from_sentencepiece(cls, path: StrPath) -> Tokenizer:
@@ -90,7 +103,8 @@ class Tokenizer:
         sentencepiece's. Control pieces (``<s>``, ``</s>``) are special tokens: text unless
         ``allowed_special`` names them, and ``add_special_tokens=True`` wraps the ids in
         ``<s> … </s>``. BPE ``.model`` files are refused (not supported yet)."""
-        return cls(_core.Tokenizer.from_sentencepiece(os.fspath(path)))
+        with _local_files() as fetch:
+            return cls(_core.Tokenizer.from_sentencepiece(fetch(_where(path))))
 
     @classmethod
     def from_sentencepiece_bytes(cls, data: bytes) -> Tokenizer:
@@ -117,7 +131,8 @@ class Tokenizer:
         (told by pattern and size) and none otherwise.
         """
         specials = None if special_tokens is None else sorted(special_tokens.items(), key=lambda kv: kv[1])
-        return cls(_core.Tokenizer.from_tiktoken(os.fspath(path), pattern, specials))
+        with _local_files() as fetch:
+            return cls(_core.Tokenizer.from_tiktoken(fetch(_where(path)), pattern, specials))
 
     @classmethod
     def from_gpt2(
@@ -128,7 +143,9 @@ class Tokenizer:
     ) -> Tokenizer:
         """Load GPT-2's ``encoder.json`` and ``vocab.bpe``. Entries named in ``special_tokens``
         become special tokens (matched only when allowed), as in tiktoken's ``r50k_base``."""
-        return cls(_core.Tokenizer.from_gpt2(os.fspath(encoder_json), os.fspath(vocab_bpe), list(special_tokens)))
+        with _local_files() as fetch:
+            return cls(_core.Tokenizer.from_gpt2(fetch(_where(encoder_json)), fetch(_where(vocab_bpe)),
+                                                 list(special_tokens)))
 
     @classmethod
     def from_wordpiece_vocab(
@@ -148,9 +165,10 @@ class Tokenizer:
         ``strip_accents`` says otherwise), the BERT pre-tokenizer, WordPiece with ``unk_token``,
         the continuing-subword prefix and ``max_input_chars_per_word``, and the special tokens
         ``[UNK] [SEP] [CLS] [PAD] [MASK]`` that the vocabulary holds."""
-        return cls(_core.Tokenizer.from_wordpiece_vocab(
-            os.fspath(path), lowercase, strip_accents, clean_text, handle_chinese_chars, unk_token,
-            continuing_subword_prefix, max_input_chars_per_word))
+        with _local_files() as fetch:
+            return cls(_core.Tokenizer.from_wordpiece_vocab(
+                fetch(_where(path)), lowercase, strip_accents, clean_text, handle_chinese_chars, unk_token,
+                continuing_subword_prefix, max_input_chars_per_word))
 
     # -- encoding ------------------------------------------------------------------------
     def encode(self, text: str, allowed_special: AllowedSpecial = (), add_special_tokens: bool = False) -> list[int]:
@@ -314,7 +332,8 @@ class Tokenizer:
     def save(self, path: StrPath) -> None:
         """Write an HF ``tokenizer.json`` that ``tokenizers.Tokenizer.from_file`` loads and that
         gives the same ids."""
-        self._core.save(os.fspath(path))
+        with _written(path) as name:
+            self._core.save(name)
 
     def to_str(self) -> str:
         """The ``tokenizer.json`` text."""
@@ -323,13 +342,15 @@ class Tokenizer:
     def save_tiktoken(self, path: StrPath) -> None:
         """Write the ordinary tokens as a ``.tiktoken`` rank file (special tokens are not part
         of that format; pass them to ``tiktoken.Encoding`` yourself)."""
-        self._core.save_tiktoken(os.fspath(path))
+        with _written(path) as name:
+            self._core.save_tiktoken(name)
 
     def save_sentencepiece(self, path: StrPath) -> None:
         """Write a Unigram tokenizer as a sentencepiece ``.model`` that
         ``sentencepiece.SentencePieceProcessor`` loads and encodes alike. A tokenizer loaded
         from a ``.model`` is written back byte for byte."""
-        self._core.save_sentencepiece(os.fspath(path))
+        with _written(path) as name:
+            self._core.save_sentencepiece(name)
 
     def sentencepiece_bytes(self) -> bytes:
         """The ``.model`` bytes :meth:`save_sentencepiece` writes."""
@@ -337,11 +358,61 @@ class Tokenizer:
 
     def save_vocab(self, path: StrPath) -> None:
         """Write a WordPiece vocabulary as BERT's ``vocab.txt`` (one token a line, in id order)."""
-        self._core.save_vocab(os.fspath(path))
+        with _written(path) as name:
+            self._core.save_vocab(name)
 
     def __repr__(self) -> str:
         return (f"Tokenizer(model={self.model_type}, vocab_size={self.vocab_size}, "
                 f"special_tokens={len(self.special_tokens)})")
+
+
+def _where(path: Union[StrPath, storage.RemotePath]) -> Union[str, storage.RemotePath]:
+    """A local path as given (so messages name it as the caller wrote it), or the
+    :class:`~tokpipe.storage.RemotePath` of an object-storage URL (``file://`` is local)."""
+    if isinstance(path, storage.RemotePath):
+        return path
+    name = os.fspath(path)
+    if not storage.is_url(name):
+        return name
+    where = storage.location(name)
+    return where if isinstance(where, storage.RemotePath) else os.fspath(where)
+
+
+def _shown(where: Union[str, Path, storage.RemotePath]) -> str:
+    """How a message names a file: the path, or the URL without anything like a credential."""
+    return storage.redact(str(where)) if isinstance(where, storage.RemotePath) else os.fspath(where)
+
+
+@contextmanager
+def _local_files() -> Iterator[Callable[[Union[str, Path, storage.RemotePath]], str]]:
+    """A function that gives the local path to read for a path or URL (a remote file is
+    fetched into the cache by ``storage.local_copy``); an error raised in the block that names
+    one of those local copies names its URL instead (``storage.naming_urls``)."""
+    copies: dict[str, str] = {}
+
+    def fetch(where: Union[str, Path, storage.RemotePath]) -> str:
+        if not isinstance(where, storage.RemotePath):
+            return os.fspath(where)
+        local = os.fspath(storage.local_copy(where))
+        copies[local] = str(where)
+        return local
+
+    with storage.naming_urls(copies):
+        yield fetch
+
+
+@contextmanager
+def _written(path: Union[StrPath, storage.RemotePath]) -> Iterator[str]:
+    """The local path to write ``path``'s content to: ``path`` itself, or for a URL a local
+    temporary file that is uploaded when the block ends without an error."""
+    where = _where(path)
+    if not isinstance(where, storage.RemotePath):
+        yield where
+        return
+    from tokpipe.pipeline import fs
+
+    with fs.atomic(where) as tmp:
+        yield os.fspath(tmp)
 
 
 def _seed(seed: int | None) -> int:

@@ -23,7 +23,9 @@ import zlib
 from pathlib import Path
 from typing import Literal, Optional
 
+from tokpipe import storage
 from tokpipe.errors import FormatError, InvalidArgumentError
+from tokpipe.storage import Location, RemotePath
 
 __all__ = ["FileKind", "HEAD_BYTES", "detect", "read_head", "tiktoken_pattern", "gpt2_pair"]
 
@@ -103,16 +105,28 @@ def tiktoken_pattern(path: str | Path) -> str:
         f"(cl100k, o200k, p50k, r50k or gpt2); give pattern= (a preset or a regex), or rename the file")
 
 
-def gpt2_pair(path: str | Path, kind: FileKind) -> tuple[Path, Path]:
+def gpt2_pair(path: str | Path | RemotePath, kind: FileKind) -> tuple[Location, Location]:
     """(encoder.json, vocab.bpe) of GPT-2's pair, one of which is ``path``: the other is the
-    file beside it with the same prefix (``gpt2_encoder.json`` and ``gpt2_vocab.bpe``)."""
-    path = Path(path)
+    file beside it with the same prefix (``gpt2_encoder.json`` and ``gpt2_vocab.bpe``); for an
+    object-storage ``path`` (a :class:`~tokpipe.storage.RemotePath`), the object beside it."""
+    where: Location = path if isinstance(path, RemotePath) else Path(path)
+    shown = storage.redact(str(where)) if isinstance(where, RemotePath) else str(where)
     ours, other = ("encoder.json", "vocab.bpe") if kind == "gpt2-encoder" else ("vocab.bpe", "encoder.json")
-    if not path.name.endswith(ours):
-        raise FormatError(f"{path}: looks like GPT-2's {ours}, but its name does not end with {ours}, so the "
+    if not where.name.endswith(ours):
+        raise FormatError(f"{shown}: looks like GPT-2's {ours}, but its name does not end with {ours}, so the "
                           f"{other} that goes with it cannot be found; name the pair [prefix]encoder.json and "
                           "[prefix]vocab.bpe")
-    partner = path.with_name(path.name[: -len(ours)] + other)
-    if not partner.is_file():
-        raise FormatError(f"{path}: GPT-2's {ours} needs its {other} beside it, and there is no {partner.name}")
-    return (path, partner) if kind == "gpt2-encoder" else (partner, path)
+    partner = where.with_name(where.name[: -len(ours)] + other)
+    if not _is_file(partner):
+        raise FormatError(f"{shown}: GPT-2's {ours} needs its {other} beside it, and there is no {partner.name}")
+    return (where, partner) if kind == "gpt2-encoder" else (partner, where)
+
+
+def _is_file(where: Location) -> bool:
+    if isinstance(where, Path):
+        return where.is_file()
+    try:
+        storage.version(where)
+    except FileNotFoundError:
+        return False
+    return True

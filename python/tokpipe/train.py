@@ -4,18 +4,30 @@ or strings.
 Text, JSONL (plain, gzip, zstd) files are read, decoded and counted by the Rust core on all
 cores with the GIL released. Parquet files and Python iterables are read here in batches and
 handed to the same counter, so memory stays bounded by the batch plus the distinct pre-tokens.
+
+A file, folder or glob may be an object-storage URL (``s3://bucket/corpus/``, see
+:mod:`tokpipe.storage`). The Rust readers read local files, so remote text and JSONL files are
+downloaded to a temporary folder (``$TMPDIR``) in groups of about :data:`DOWNLOAD_GROUP_BYTES`,
+each counted by the same Rust readers as a local corpus (so the trainer sees the same documents
+and gives the same tokenizer), then deleted; the next group downloads while one is counted.
+Local disk holds two groups at most. Remote Parquet files are streamed through pyarrow, as
+local ones are read. Reports and errors name the URLs.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from tokpipe import _core
+from tokpipe import _core, storage
 from tokpipe.errors import ArgumentTypeError, CorpusError
+from tokpipe.storage import Location, RemotePath
 from tokpipe.tokenizer import Tokenizer
 
 __all__ = ["train_bpe", "train_wordpiece", "train_unigram", "CorpusReport", "TRAINING_SUFFIXES",
@@ -39,6 +51,15 @@ _BATCH = 8192
 
 # Set-aside cases kept as examples, as the Rust readers keep (the counts are always complete).
 _MAX_EXAMPLES = 20
+
+#: Remote text and JSONL files are downloaded and counted in groups of about this many bytes
+#: (a bigger file is a group of its own): local disk holds two groups, the one being counted
+#: and the next one downloading.
+DOWNLOAD_GROUP_BYTES = 1 << 30
+# Files of a group downloaded at once: object stores serve parallel requests far faster than
+# one after the other, most of all for small files.
+_DOWNLOADS = 8
+_GLOB_CHARACTERS = frozenset("*?[")
 
 
 @dataclass
@@ -76,10 +97,15 @@ class CorpusReport:
         return rows
 
 
-def _collect_files(paths: Sequence[Path]) -> list[Path]:
-    files: list[Path] = []
+def _collect_files(paths: Sequence[Location], sizes: dict[RemotePath, int] | None = None) -> list[Location]:
+    """The training files of ``paths``: a file as it is, a folder's files (walked, hidden
+    names skipped, :data:`TRAINING_SUFFIXES` only), and for a URL the same over the objects
+    under it, or a glob's matches. ``sizes`` receives the size of each remote file."""
+    files: list[Location] = []
     for path in paths:
-        if path.is_dir():
+        if isinstance(path, RemotePath):
+            files.extend(_remote_files(path, {} if sizes is None else sizes))
+        elif path.is_dir():
             found = sorted(
                 p for p in path.rglob("*")
                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
@@ -91,31 +117,93 @@ def _collect_files(paths: Sequence[Path]) -> list[Path]:
         else:
             raise CorpusError(f"{path}: no such file or folder")
     if not files:
-        raise CorpusError(f"no training files found in {', '.join(map(str, paths))}")
+        raise CorpusError(f"no training files found in {', '.join(_shown(p) for p in paths)}")
     return files
 
 
-def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Path]:
+def _remote_files(where: RemotePath, sizes: dict[RemotePath, int]) -> list[Location]:
+    """The training files a URL names: the object, the objects under a prefix (as a local
+    folder is walked), or those a glob matches (folders among them walked, files of
+    :data:`TRAINING_SUFFIXES` kept)."""
+    fs = storage.filesystem(where.scheme)
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        if _GLOB_CHARACTERS & set(where.key):
+            matches = fs.glob(where.key, detail=True)
+            if not matches:
+                raise CorpusError(f"{_shown(where)}: no such file or folder (the pattern matches nothing)")
+            for key, info in matches.items():
+                if info.get("type") == "directory":
+                    found.update(_walk_remote(fs, key))
+                elif key.lower().endswith(TRAINING_SUFFIXES) and not key.rsplit("/", 1)[-1].startswith("."):
+                    found[key] = info
+        else:
+            try:
+                info = fs.info(where.key)
+            except FileNotFoundError:
+                raise CorpusError(f"{_shown(where)}: no such file or folder") from None
+            if info.get("type") == "directory":
+                found.update(_walk_remote(fs, where.key))
+            else:
+                found[where.key] = info
+    except CorpusError:
+        raise
+    except Exception as error:
+        raise storage.storage_error(error, where) from None
+    files: list[Location] = []
+    for key in sorted(found):
+        url = RemotePath(f"{where.scheme}://{key}")
+        sizes[url] = int(found[key].get("size") or 0)
+        files.append(url)
+    return files
+
+
+def _walk_remote(fs: Any, prefix: str) -> dict[str, dict[str, Any]]:
+    """The training files under a prefix, with their listing details."""
+    prefix = prefix.rstrip("/")
+    return {key: info for key, info in fs.find(prefix, detail=True).items()
+            if not any(part.startswith(".") for part in key[len(prefix) + 1:].split("/"))
+            and key.lower().endswith(TRAINING_SUFFIXES)}
+
+
+def _shown(path: Location) -> str:
+    return storage.redact(str(path)) if isinstance(path, RemotePath) else str(path)
+
+
+def _as_paths(files: StrPath | Sequence[StrPath]) -> list[Location]:
     if isinstance(files, (str, os.PathLike)):
-        return [Path(files)]
+        return [_location(files)]
     paths = list(files)
-    if not all(isinstance(p, (str, os.PathLike)) for p in paths):
+    if not all(isinstance(p, (str, os.PathLike, RemotePath)) for p in paths):
         raise ArgumentTypeError("files must be paths (str or os.PathLike); pass strings to train on as texts=")
-    return [Path(p) for p in paths]
+    return [_location(p) for p in paths]
+
+
+def _location(path: StrPath | RemotePath) -> Location:
+    """A URL as its location; any other path as ``Path(path)``, as it always was."""
+    if isinstance(path, RemotePath) or storage.is_url(path):
+        return storage.location(path)
+    return Path(path)
 
 
 _CoreTrainer = Union[_core.BpeTrainer, _core.WordPieceTrainer, _core.UnigramTrainer, _core.LmTrainer]
 
 
-def _feed_parquet(trainer: _CoreTrainer, path: Path, text_field: str, strict: bool, report: CorpusReport) -> None:
+def _feed_parquet(trainer: _CoreTrainer, where: Location, text_field: str, strict: bool, report: CorpusReport) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    path = _shown(where)
     try:
-        parquet = pq.ParquetFile(path)
+        if isinstance(where, RemotePath):
+            from tokpipe.pipeline import fs
+
+            parquet = fs.parquet_file(where)
+        else:
+            parquet = pq.ParquetFile(where)
     except (pa.ArrowException, OSError) as e:
-        raise CorpusError(f"{path}: not a readable Parquet file ({e})") from None
+        raise CorpusError(f"{path}: not a readable Parquet file ({storage.redact(str(e))})") from None
     schema = parquet.schema_arrow
     if text_field not in schema.names:
         raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(schema.names)})")
@@ -172,7 +260,8 @@ def train_bpe(
     """Train a byte-level BPE tokenizer on ``files`` or on ``texts``.
 
     ``files`` is a file or folder (walked recursively for .txt, .jsonl[.gz|.zst], .parquet),
-    or a list of them; in text files each line is one sequence, as in HF ``tokenizers``.
+    or a list of them, each local or an object-storage URL (a file, a prefix or a glob; see
+    the module notes); in text files each line is one sequence, as in HF ``tokenizers``.
     ``texts`` is any iterable of strings, each one sequence (HF's ``train_from_iterator``);
     it is consumed in batches, never held whole. Give one of the two.
 
@@ -384,10 +473,14 @@ def feed_corpus(trainer: Any, files: Any, texts: Iterable[str] | None, *, strict
     if texts is not None:
         _feed_texts(trainer, texts, summary)
     else:
-        found = _collect_files(_as_paths(files))
-        native = [os.fspath(f) for f in found if not f.name.lower().endswith(".parquet")]
+        sizes: dict[RemotePath, int] = {}
+        found = _collect_files(_as_paths(files), sizes)
+        native = [os.fspath(f) for f in found if isinstance(f, Path) and not f.name.lower().endswith(".parquet")]
         if native:
             summary.add(trainer.feed_files(native, strict=strict, text_field=text_field))
+        remote = [f for f in found if isinstance(f, RemotePath) and not f.name.lower().endswith(".parquet")]
+        if remote:
+            _feed_remote(trainer, remote, sizes, strict, text_field, summary)
         for f in found:
             if f.name.lower().endswith(".parquet"):
                 _feed_parquet(trainer, f, text_field, strict, summary)
@@ -395,3 +488,66 @@ def feed_corpus(trainer: Any, files: Any, texts: Iterable[str] | None, *, strict
         raise CorpusError("the training corpus holds no text")
     if report is not None:
         report.append(summary)
+
+
+def _feed_remote(trainer: Any, files: list[RemotePath], sizes: dict[RemotePath, int], strict: bool, text_field: str,
+                 summary: CorpusReport) -> None:
+    """Feed remote text and JSONL files to ``trainer.feed_files``: downloaded a group at a
+    time into a temporary folder (the next group downloading while one is counted), each file
+    under its own name (the Rust readers tell formats by name), deleted once counted. The
+    report and errors name the URLs."""
+    groups = list(_groups(files, sizes))
+    folder = Path(tempfile.mkdtemp(prefix="tokpipe-train-"))
+    pool = ThreadPoolExecutor(max_workers=_DOWNLOADS, thread_name_prefix="tokpipe-download")
+    try:
+        def start(n: int) -> list[tuple[RemotePath, Path, Future[None]]]:
+            started = []
+            for i, url in groups[n]:
+                local = folder / str(i) / url.name
+                started.append((url, local, pool.submit(_download, url, local)))
+            return started
+
+        pending = start(0)
+        for n in range(len(groups)):
+            current, pending = pending, (start(n + 1) if n + 1 < len(groups) else [])
+            for _, _, download in current:
+                download.result()
+            copies = {os.fspath(local): str(url) for url, local, _ in current}
+            with storage.naming_urls(copies):
+                report = trainer.feed_files(list(copies), strict=strict, text_field=text_field)
+            report["examples"] = [(_url_of(copies, name), line, reason)
+                                  for name, line, reason in report.get("examples", [])]
+            summary.add(report)
+            for _, local, _ in current:
+                shutil.rmtree(local.parent, ignore_errors=True)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _groups(files: list[RemotePath], sizes: dict[RemotePath, int]) -> Iterator[list[tuple[int, RemotePath]]]:
+    """``files`` (numbered) in runs of about :data:`DOWNLOAD_GROUP_BYTES`."""
+    group: list[tuple[int, RemotePath]] = []
+    total = 0
+    for i, url in enumerate(files):
+        if group and total + sizes.get(url, 0) > DOWNLOAD_GROUP_BYTES:
+            yield group
+            group, total = [], 0
+        group.append((i, url))
+        total += sizes.get(url, 0)
+    if group:
+        yield group
+
+
+def _download(url: RemotePath, local: Path) -> None:
+    local.parent.mkdir(parents=True, exist_ok=True)
+    fs = storage.filesystem(url.scheme)
+    try:
+        fs.get_file(url.key, os.fspath(local))
+    except Exception as error:
+        raise storage.storage_error(error, url) from None
+
+
+def _url_of(copies: dict[str, str], name: str) -> str:
+    """The URL of a local copy a report names (the name itself when it is none)."""
+    return storage.redact(copies[name]) if name in copies else name

@@ -48,3 +48,38 @@ def test_unreadable_or_invalid_files(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("stages: [unclosed\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid yaml"):
         load_config(tmp_path / "bad.yaml")
+
+
+@pytest.mark.parametrize(("stage_type", "message"), [
+    ("no_such_module_here:ShortDocs",
+     r"^p\.yaml: stages\[1\]: stage 'no_such_module_here:ShortDocs': cannot import module 'no_such_module_here' "
+     r"\(ModuleNotFoundError: No module named 'no_such_module_here'\)"),
+    ("tokpipe.pipeline.stages.length:ShortDocs",
+     r"stage 'tokpipe.pipeline.stages.length:ShortDocs': module 'tokpipe.pipeline.stages.length' has no class 'ShortDocs'"),
+    ("tokpipe.pipeline.stages.length:LengthFilter.nope", "has no class 'LengthFilter.nope'"),
+    ("tokpipe.pipeline.config:parse_config", "parse_config is a function, not a stage class"),
+    ("tokpipe.pipeline.config:", "expected module.path:ClassName"),
+    (":LengthFilter", "expected module.path:ClassName"),
+])
+def test_a_class_named_by_its_module_must_be_a_stage(stage_type: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        parse_config({"stages": [{"type": stage_type}]}, "p.yaml")
+    assert "\n" not in str(raised.value)
+
+
+def test_a_class_named_by_its_module_goes_by_that_name(tmp_path: Path) -> None:
+    """It needs no registration; the run's stats and its rejected documents name it as the
+    config does, and the effective config keeps the name (a rerun finds the class again)."""
+    (tmp_path / "p.yaml").write_text("stages:\n  - type: tokpipe.pipeline.stages.length:LengthFilter\n    min: 20\n",
+                                     encoding="utf-8")
+    config = load_config(tmp_path / "p.yaml")
+    (stage,) = config.build()
+    assert type(stage).__name__ == "LengthFilter" and stage.name == "tokpipe.pipeline.stages.length:LengthFilter"
+    assert config.to_dict()["stages"][0] == {"type": "tokpipe.pipeline.stages.length:LengthFilter", "min": 20,
+                                             "max": None, "unit": "chars"}
+    import tokpipe.pipeline as pipeline
+
+    applied = pipeline.apply(["short", "long enough to be kept, this one"], config, rejected=True)
+    assert applied.kept.column("text").to_pylist() == ["long enough to be kept, this one"]
+    assert applied.rejected is not None and applied.rejected.column("stage").to_pylist() == [stage.name]
+    assert applied.stats[stage.name].dropped["too_short"] == 1

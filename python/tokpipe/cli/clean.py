@@ -6,26 +6,28 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from pathlib import Path
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, stats_table
-from tokpipe.cli.options import parse_size, workers_option
+from tokpipe.cli.options import EXISTING_FILE, LOCATION, parse_size, staging_dir_option, storage_options, workers_option
 from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineError
 
 
 @cli.command("clean")
-@click.argument("inputs", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder: Parquet shards, rejected/, errors.jsonl and manifest.json "
-                   "[required unless --print-config].")
-@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("inputs", nargs=-1, type=LOCATION)
+@click.option("-o", "--output", type=LOCATION,
+              help="Output folder or URL (s3://bucket/out, gs://..., az://...): Parquet shards, rejected/, "
+                   "errors.jsonl and manifest.json [required unless --print-config].")
+@click.option("-c", "--config", "config_path", type=EXISTING_FILE, default=None,
               help="Pipeline config (YAML or TOML) with a `stages:` list; default: normalize, length_filter, exact_dedup.")
 @workers_option("the number of cores")
 @click.option("--shard-size", default="256MB", show_default=True,
               help="Start a new output shard after this many bytes (e.g. 64MB, 1G).")
+@click.option("--output-format", default="parquet", show_default=True, metavar="FORMAT",
+              help="Format of the kept and rejected shards: parquet (zstd), jsonl, jsonl.gz or jsonl.zst "
+                   "(one JSON object per line; same manifest, resume and --verify).")
 @click.option("--task-size", default="64MB", show_default=True,
               help="Split plain .jsonl (and line-split .txt) files bigger than this into tasks of about this size; "
                    "tasks are the unit of parallel work and of resume.")
@@ -36,18 +38,24 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
               help="How .txt files become documents: one per file, per line, or per paragraph.")
 @click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input instead of recording it in errors.jsonl.")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
+@staging_dir_option
+@storage_options
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where the work runs: processes on this machine, or a Ray cluster (pip install 'tokpipe[ray]'; "
-                   "inputs and OUTPUT must be on storage every node sees).")
+                   "inputs and OUTPUT must be in object storage or on a filesystem every node sees).")
 @click.option("--ray-address", default=None,
               help="With --engine ray: the cluster to join ('auto', 'ray://head:10001'); default: start a local Ray.")
 @click.option("--print-config", is_flag=True, help="Print the effective pipeline config (YAML) and exit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
 @friendly_errors
-def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Path | None, workers: int | None,
-                  shard_size: str, task_size: str, text_field: str, id_field: str, split: str, strict: bool, overwrite: bool,
-                  engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
-    """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet.
+def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str | None, workers: int | None,
+                  shard_size: str, output_format: str, task_size: str, text_field: str, id_field: str, split: str,
+                  strict: bool, overwrite: bool,
+                  staging_dir: str | None, engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
+    """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet
+    (or JSON Lines: --output-format).
+
+    INPUT and OUTPUT may be local paths or object-storage URLs (s3://, gs://, az://, hf://).
 
     Rerunning the same command after a crash or kill finishes only what is left; the output
     is then exactly that of an uninterrupted run. Every input document ends up kept, in
@@ -58,7 +66,10 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
 
     from tokpipe import pipeline
     from tokpipe.pipeline.config import load_config
+    from tokpipe.pipeline.writers import OUTPUT_FORMATS
 
+    if output_format not in OUTPUT_FORMATS:
+        raise UsageError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}, not {output_format[:100]!r}")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConfigWarning)
@@ -90,7 +101,8 @@ def clean_command(inputs: tuple[Path, ...], output: Path | None, config_path: Pa
         result = pipeline.run(inputs, output, config, progress=progress, engine=engine, ray_address=ray_address,
                               workers=workers or os.cpu_count() or 1, shard_size=parse_size(shard_size),
                               strict=strict, overwrite=overwrite, text_field=text_field, id_field=id_field,
-                              split=split, task_bytes=parse_size(task_size))
+                              split=split, task_bytes=parse_size(task_size), output_format=output_format,
+                              staging_dir=staging_dir)
     except CorpusError as e:  # planning: a missing input, no input files
         raise UsageError(str(e)) from None
     except PipelineError as e:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from tokpipe.pipeline.engines import ProgressUpdate
     from tokpipe.train import CorpusReport
 
-__all__ = ["Progress", "table", "stats_table", "splits_table", "print_summary"]
+__all__ = ["Progress", "table", "stats_table", "splits_table", "print_summary", "shown_path"]
 
 # Set-aside examples printed after a training summary (the report holds up to 20).
 _SHOWN = 5
@@ -100,3 +100,10 @@ def print_summary(rows: list[tuple[str, str]], report: CorpusReport | None = Non
                    err=True)
         for path, line, why in report.examples[:_SHOWN]:
             click.echo(f"  {path}:{line}: {why}", err=True)
+
+
+def shown_path(path: str) -> str:
+    """A path or URL as a summary shows it: a URL without anything like a credential."""
+    from tokpipe import storage
+
+    return storage.redact(path) if storage.is_remote(path) else path

@@ -5,13 +5,16 @@ sizes such as ``256MB``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["TOKENIZER_FILES", "tokenizer_option", "workers_option", "threads_option", "corpus_options",
-           "parse_size"]
+from tokpipe.errors import TokpipeError
+
+__all__ = ["TOKENIZER_FILES", "LOCATION", "EXISTING_FILE", "OUTPUT_FILE", "EXISTING_FOLDER", "LocationType", "tokenizer_option", "workers_option",
+           "threads_option", "corpus_options", "storage_options", "staging_dir_option", "parse_size"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,12 +24,88 @@ TOKENIZER_FILES = ("A tokenizer file: an HF tokenizer.json, a sentencepiece .mod
                    "or BERT's vocab.txt; told apart by content.")
 
 
+class LocationType(click.ParamType):
+    """A local path or an object-storage URL (``s3://``, ``gs://``, ``az://``, ``hf://``,
+    ``file://``), given to the command as the text typed, so a URL keeps its ``//`` (click's
+    ``Path`` would make ``s3://b`` into ``s3:/b``). ``exists``: a local path must exist (a
+    remote one is checked where it is read, with the cloud's own error); ``dir_okay=False``:
+    a local path must not be a folder; ``file_okay=False``: nor a file."""
+
+    name = "path"
+
+    def __init__(self, exists: bool = False, dir_okay: bool = True, file_okay: bool = True) -> None:
+        self.exists = exists
+        self.dir_okay = dir_okay
+        self.file_okay = file_okay
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tokpipe import storage
+
+        text = value if isinstance(value, str) else os.fspath(value)
+        if storage.is_url(text):
+            try:
+                storage.location(text)
+            except TokpipeError as error:
+                self.fail(str(error), param, ctx)
+            return text
+        if self.exists and not os.path.exists(text):
+            self.fail(f"{text!r} does not exist", param, ctx)
+        if not self.dir_okay and os.path.isdir(text):
+            self.fail(f"{text!r} is a folder", param, ctx)
+        if not self.file_okay and os.path.isfile(text):
+            self.fail(f"{text!r} is a file, not a folder", param, ctx)
+        return text
+
+
+#: Any path or URL.
+LOCATION = LocationType()
+#: A file that must exist (when local).
+EXISTING_FILE = LocationType(exists=True, dir_okay=False)
+#: A file to write (when local, not a folder).
+OUTPUT_FILE = LocationType(dir_okay=False)
+#: A folder that must exist (when local).
+EXISTING_FOLDER = LocationType(exists=True, file_okay=False)
+
+
+def storage_options(func: F) -> F:
+    """``--storage-option KEY=VALUE`` (repeatable): options for object-storage filesystems
+    (``tokpipe.storage.configure``), applied as the command line is parsed."""
+
+    def apply(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> None:
+        from tokpipe import storage
+
+        options: dict[str, str] = {}
+        for value in values:
+            key, sep, setting = value.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(f"{value.split('=')[0]!r}: expected KEY=VALUE", ctx, param)
+            options[key.strip()] = setting
+        if options:
+            storage.configure(options)
+
+    return click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE", callback=apply,
+                        expose_value=False, is_eager=True,
+                        help="An option of the object-storage filesystem (fsspec's names), e.g. endpoint_url=http://"
+                             "127.0.0.1:9000 or anon=true; repeatable. Credentials come from the cloud's usual "
+                             "chain (environment, config files, instance roles); AWS_ENDPOINT_URL is honoured.")(func)
+
+
+def staging_dir_option(func: F) -> F:
+    """``--staging-dir PATH``: where a run keeps its state (``staging_dir`` of the run)."""
+    return click.option("--staging-dir", type=LOCATION, default=None,
+                        help="Where the run keeps its staged documents and markers until the output is written "
+                             "[default: OUTPUT/.tokpipe; for an OUTPUT in object storage, a local folder under "
+                             "~/.cache/tokpipe/runs (with --engine ray: OUTPUT/.tokpipe in the bucket)]. A local "
+                             "folder is fast and costs local disk about the size of the output; one in the bucket "
+                             "costs a PUT and a GET per staged file but lets any machine resume.")(func)
+
+
 def tokenizer_option(required: bool = True, about: str = "") -> Callable[[F], F]:
     """``-t/--tokenizer FILE`` as the parameter ``tokenizer_path`` (a string; None when not
     required and not given). ``about`` follows the list of formats in the help."""
     return click.option("-t", "--tokenizer", "tokenizer_path", required=required, default=None,
-                        type=click.Path(exists=True, dir_okay=False),
-                        help=f"{TOKENIZER_FILES} {about}".strip())
+                        type=EXISTING_FILE, help=f"{TOKENIZER_FILES} A path or URL (s3://, gs://, hf://...). "
+                                                 f"{about}".strip())
 
 
 def workers_option(default: str, about: str = "") -> Callable[[F], F]:
@@ -54,6 +133,7 @@ def corpus_options(func: F) -> F:
         click.option("--strict", is_flag=True,
                      help="Fail on invalid UTF-8 or malformed records instead of replacing or setting them aside."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary."),
+        storage_options,
     )
     for option in reversed(options):
         func = option(func)

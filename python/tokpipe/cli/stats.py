@@ -1,6 +1,7 @@
 """``tokpipe stats``: summarise a finished ``tokpipe clean`` or ``tokpipe tokenize`` output
-folder from its manifest, optionally checking every file against it; for a tokenized folder,
-the token counts, document-length percentiles and a histogram (text, .png or .html)."""
+folder (local, or a URL such as ``s3://bucket/out/``) from its manifest, optionally checking
+every file against it; for a tokenized folder, the token counts, document-length percentiles
+and a histogram (text, .png or .html; the plot is written locally)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from typing import Any
 import click
 import numpy as np
 
+from tokpipe import storage
 from tokpipe.cli.app import UsageError, cli, friendly_errors
 from tokpipe.cli.display import splits_table, stats_table
+from tokpipe.cli.options import EXISTING_FOLDER, storage_options
+from tokpipe.storage import Location, RemotePath
 
 __all__ = ["stats_command", "document_lengths", "length_histogram", "tokenized_stats"]
 
@@ -22,7 +26,7 @@ _BINS = 20
 
 
 @cli.command("stats")
-@click.argument("output", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("output", type=EXISTING_FOLDER)
 @click.option("--verify", is_flag=True,
               help="Also check the folder against its manifest; exit 1 naming each file that differs. `clean` "
                    "output: every shard's size, sha256 and row count, and no unlisted shard. `tokenize` output: "
@@ -31,21 +35,31 @@ _BINS = 20
                    "manifest from a tokpipe that recorded no digests fails as 'not verified'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest's stats as JSON instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Tokenized folders: save the document-length histogram as a .png (matplotlib) or .html file.")
+              help="Tokenized folders: save the document-length histogram as a .png (matplotlib) or .html file "
+                   "(a local path).")
+@storage_options
 @friendly_errors
-def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) -> None:
-    """Summarise a finished `tokpipe clean` or `tokpipe tokenize` OUTPUT folder from its
-    manifest.json (for a tokenized one: tokens, documents, length percentiles, histogram)."""
+def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -> None:
+    """Summarise a finished `tokpipe clean` or `tokpipe tokenize` OUTPUT folder (a path or a
+    URL) from its manifest.json (for a tokenized one: tokens, documents, length percentiles,
+    histogram)."""
+    from tokpipe.pipeline import fs
     from tokpipe.pipeline.tokenize import read_tokenized_manifest
-    from tokpipe.pipeline.writers import read_manifest, verify_manifest
+    from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest, verify_manifest
 
-    tokenized = read_tokenized_manifest(output)
+    out = fs.location(output)
+    if isinstance(out, RemotePath) and not fs.exists(out / MANIFEST_NAME):
+        # Said here, with the URL: a bucket has no folders for click to find missing.
+        raise FileNotFoundError(2, "no manifest.json here (not a finished tokpipe clean or tokenize output "
+                                   "folder, or no such folder)", storage.redact(str(out)))
+
+    tokenized = read_tokenized_manifest(out)
     if tokenized is not None:
         from tokpipe.pipeline.tokenize import verify_tokenized
 
         # Checked before the summary, which reads documents.parquet: a damaged file is then
         # named as a problem rather than failing the summary with a decoder's error.
-        found = verify_tokenized(output, tokenized) if verify else []
+        found = verify_tokenized(out, tokenized) if verify else []
         for problem in found:
             click.echo(f"tokpipe: problem: {problem}", err=True)
         if found:
@@ -53,13 +67,13 @@ def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) 
         if as_json:
             click.echo(json.dumps({k: tokenized[k] for k in ("totals", "splits", "stats")}, indent=2))
         else:
-            tokenized_stats(output, tokenized, plot)
+            tokenized_stats(out, tokenized, plot)
         if verify:
             click.echo("verified: every file matches its size and sha256 in the manifest, and the counts agree")
         return
     if plot is not None:
         raise UsageError("--plot applies to a `tokpipe tokenize` output folder")
-    manifest = read_manifest(output)
+    manifest = read_manifest(out)
     if as_json:
         click.echo(json.dumps(manifest["stats"], indent=2))
     else:
@@ -69,7 +83,7 @@ def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) 
                    f"bytes {totals.get('bytes', 0):,}, rejected rows {totals.get('rejected_rows', 0):,}, "
                    f"tokpipe {manifest.get('tokpipe_version')}")
     if verify:
-        problems = verify_manifest(output)
+        problems = verify_manifest(out)
         for problem in problems:
             click.echo(f"tokpipe: problem: {problem}", err=True)
         if problems:
@@ -77,12 +91,12 @@ def stats_command(output: Path, verify: bool, as_json: bool, plot: Path | None) 
         click.echo("verified: every shard matches the manifest")
 
 
-def document_lengths(out: Path, manifest: dict[str, Any]) -> np.ndarray:
+def document_lengths(out: Location, manifest: dict[str, Any]) -> np.ndarray:
     """Every document's token count (EOS included), from each split's documents.parquet."""
-    import pyarrow.parquet as pq
+    from tokpipe.pipeline import fs
 
-    parts = [pq.read_table(out / name / "documents.parquet", columns=["length"]).column("length").to_numpy()
-             for name in manifest["splits"] if (out / name / "documents.parquet").exists()]
+    parts = [fs.read_parquet(out / name / "documents.parquet", columns=["length"]).column("length").to_numpy()
+             for name in manifest["splits"] if fs.exists(out / name / "documents.parquet")]
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -98,7 +112,7 @@ def length_histogram(lengths: np.ndarray, bins: int = _BINS) -> tuple[np.ndarray
     return counts, edges
 
 
-def tokenized_stats(out: Path, manifest: dict[str, Any], plot: Path | None) -> None:
+def tokenized_stats(out: Location, manifest: dict[str, Any], plot: Path | None) -> None:
     """Print a tokenized folder's summary: totals, splits, length percentiles and histogram;
     with ``plot``, save the histogram there too."""
     lengths = document_lengths(out, manifest)

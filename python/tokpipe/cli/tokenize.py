@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, splits_table, stats_table
-from tokpipe.cli.options import parse_size, threads_option, tokenizer_option, workers_option
+from tokpipe.cli.options import (LOCATION, parse_size, staging_dir_option, storage_options, threads_option,
+                                 tokenizer_option, workers_option)
 from tokpipe.errors import ConfigError, CorpusError, PipelineError
 
 
 @cli.command("tokenize")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("inputs", nargs=-1, required=True, type=LOCATION)
 @tokenizer_option()
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder: train/ and val/ shards, manifest.json.")
+@click.option("-o", "--output", required=True, type=LOCATION,
+              help="Output folder or URL (s3://bucket/tokens, gs://...): train/ and val/ shards, manifest.json.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "megatron", "both"]), default="parquet",
               show_default=True, help="Parquet shards, Megatron-LM .bin/.idx, or both.")
 @click.option("--seq-len", type=click.IntRange(min=1), default=None,
@@ -54,15 +54,19 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
               help="How .txt files become documents: one per file, per line, or per paragraph.")
 @click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input.")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
+@staging_dir_option
+@storage_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary.")
 @friendly_errors
-def tokenize_command(inputs: tuple[Path, ...], tokenizer_path: str, output: Path, fmt: str,
+def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, fmt: str,
                      seq_len: int | None, pack: bool, truncate: bool, pad_tail: bool, append_eos: bool,
                      eos_token: str | None, shuffle_seed: int, no_shuffle: bool, val_fraction: float,
                      workers: int | None, threads: int | None, shard_size: str, shuffle_buffer: str, task_size: str,
-                     text_field: str, id_field: str, split: str, strict: bool, overwrite: bool, quiet: bool) -> None:
+                     text_field: str, id_field: str, split: str, strict: bool, overwrite: bool, staging_dir: str | None,
+                     quiet: bool) -> None:
     """Tokenize INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz, or a
-    `tokpipe clean` output folder) into pretraining shards in OUTPUT.
+    `tokpipe clean` output folder) into pretraining shards in OUTPUT. INPUT and OUTPUT may be
+    local paths or object-storage URLs (s3://, gs://, az://, hf://).
 
     Documents are shuffled globally (seeded; the same output for any --workers) and split
     into train/ and val/. Rerunning after a crash resumes the tokenizing where it stopped.
@@ -72,6 +76,11 @@ def tokenize_command(inputs: tuple[Path, ...], tokenizer_path: str, output: Path
     from tokpipe.pipeline.readers import ReaderOptions
     from tokpipe.pipeline.tokenize import TokenizeOptions, tokenize_corpus
 
+    from tokpipe import storage
+
+    if staging_dir is not None and storage.is_remote(staging_dir):
+        raise UsageError("--staging-dir must be a local folder for tokenize (it writes its splits there before "
+                         "uploading them)")
     formats = ("parquet", "megatron") if fmt == "both" else (fmt,)
     # Encoding is parallel inside a worker already; more workers only add readers (JSON is
     # parsed in Python) and a copy of the tokenizer each, so half the cores by default, and the
@@ -93,7 +102,7 @@ def tokenize_command(inputs: tuple[Path, ...], tokenizer_path: str, output: Path
     reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict,
                            task_bytes=parse_size(task_size), batch_rows=8192)
     run = RunOptions(workers=workers, shard_size=parse_size(shard_size), strict=strict,
-                     overwrite=overwrite, reader=reader)
+                     overwrite=overwrite, reader=reader, staging_dir=staging_dir)
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     try:
         result = tokenize_corpus([str(p) for p in inputs], output, options, run, progress=progress)

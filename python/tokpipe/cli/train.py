@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
+from tokpipe import storage
 from tokpipe.cli.app import UsageError, cli, friendly_errors
-from tokpipe.cli.display import print_summary
-from tokpipe.cli.options import corpus_options
+from tokpipe.cli.display import print_summary, shown_path
+from tokpipe.cli.options import LOCATION, OUTPUT_FILE, corpus_options
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.train import (
     BERT_SPECIAL_TOKENS,
@@ -24,9 +24,9 @@ from tokpipe.train import (
 )
 
 @cli.command("train-bpe")
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("tokenizer.json"),
-              show_default=True, help="Where to write the HF tokenizer.json.")
+@click.argument("corpus", nargs=-1, required=True, type=LOCATION)
+@click.option("-o", "--output", type=OUTPUT_FILE, default="tokenizer.json",
+              show_default=True, help="Where to write the HF tokenizer.json (a path or URL).")
 @click.option("--vocab-size", type=click.IntRange(min=1), default=32000, show_default=True,
               help="Size of the vocabulary, special tokens and the 256 byte tokens included.")
 @click.option("--pattern", default="gpt2", show_default=True,
@@ -37,13 +37,13 @@ from tokpipe.train import (
               help="Stop merging once the most frequent pair occurs fewer times than this.")
 @click.option("--max-token-length", type=click.IntRange(min=1), default=None,
               help="Never make a token longer than this many bytes.")
-@click.option("--tiktoken", "tiktoken_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--tiktoken", "tiktoken_path", type=OUTPUT_FILE, default=None,
               help="Also write the ranks as a .tiktoken file here.")
 @corpus_options
 @friendly_errors
 def train_bpe_command(
-    corpus: tuple[Path, ...],
-    output: Path,
+    corpus: tuple[str, ...],
+    output: str,
     vocab_size: int,
     pattern: str,
     special_tokens: tuple[str, ...],
@@ -51,7 +51,7 @@ def train_bpe_command(
     max_token_length: int | None,
     text_field: str,
     strict: bool,
-    tiktoken_path: Path | None,
+    tiktoken_path: str | None,
     quiet: bool,
 ) -> None:
     """Train a byte-level BPE tokenizer on CORPUS (files or folders, walked recursively).
@@ -82,7 +82,7 @@ def train_bpe_command(
     if tiktoken_path is not None:
         tok.save_tiktoken(tiktoken_path)
     if not quiet:
-        _print_summary(report, tok.vocab_size, [("output", str(output))], started)
+        _print_summary(report, tok.vocab_size, [("output", shown_path(output))], started)
 
 
 def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tuple[str, str]], started: float) -> None:
@@ -91,10 +91,10 @@ def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tu
 
 
 @cli.command("train-wordpiece")
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("tokenizer.json"),
-              show_default=True, help="Where to write the HF tokenizer.json.")
-@click.option("--vocab-txt", "vocab_txt", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("corpus", nargs=-1, required=True, type=LOCATION)
+@click.option("-o", "--output", type=OUTPUT_FILE, default="tokenizer.json",
+              show_default=True, help="Where to write the HF tokenizer.json (a path or URL).")
+@click.option("--vocab-txt", "vocab_txt", type=OUTPUT_FILE, default=None,
               help="Also write BERT's vocab.txt here.")
 @click.option("--vocab-size", type=click.IntRange(min=1), default=30000, show_default=True,
               help="Size of the vocabulary, special tokens and alphabet included.")
@@ -111,9 +111,9 @@ def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tu
 @corpus_options
 @friendly_errors
 def train_wordpiece_command(
-    corpus: tuple[Path, ...],
-    output: Path,
-    vocab_txt: Path | None,
+    corpus: tuple[str, ...],
+    output: str,
+    vocab_txt: str | None,
     vocab_size: int,
     score: str,
     special_tokens: tuple[str, ...],
@@ -148,21 +148,21 @@ def train_wordpiece_command(
     except InvalidArgumentError as e:
         raise UsageError(str(e)) from None
     tok.save(output)
-    outputs = [("output", str(output))]
+    outputs = [("output", shown_path(output))]
     if vocab_txt is not None:
         tok.save_vocab(vocab_txt)
-        outputs.append(("vocab.txt", str(vocab_txt)))
+        outputs.append(("vocab.txt", shown_path(vocab_txt)))
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 
 
 @cli.command("train-unigram")
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("tokenizer.json"),
+@click.argument("corpus", nargs=-1, required=True, type=LOCATION)
+@click.option("-o", "--output", type=OUTPUT_FILE, default="tokenizer.json",
               show_default=True,
               help="Where to write the tokenizer: a sentencepiece .model when the name ends with .model, "
                    "else an HF tokenizer.json.")
-@click.option("--model-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--model-file", type=OUTPUT_FILE, default=None,
               help="Also write the sentencepiece .model here.")
 @click.option("--vocab-size", type=click.IntRange(min=1), default=8000, show_default=True,
               help="Pieces in the vocabulary, <unk>/<s>/</s>, symbols and byte pieces included.")
@@ -207,9 +207,9 @@ def train_wordpiece_command(
 @corpus_options
 @friendly_errors
 def train_unigram_command(
-    corpus: tuple[Path, ...],
-    output: Path,
-    model_file: Path | None,
+    corpus: tuple[str, ...],
+    output: str,
+    model_file: str | None,
     quiet: bool,
     **options: object,
 ) -> None:
@@ -228,14 +228,14 @@ def train_unigram_command(
     except InvalidArgumentError as e:
         raise UsageError(str(e)) from None
     outputs = []
-    for path, is_model in ((output, output.suffix == ".model"), (model_file, True)):
+    for path, is_model in ((output, storage.location(output).suffix == ".model"), (model_file, True)):
         if path is None:
             continue
         if is_model:
             tok.save_sentencepiece(path)
         else:
             tok.save(path)
-        outputs.append(("output" if path is output else "sentencepiece model", str(path)))
+        outputs.append(("output" if path is output else "sentencepiece model", shown_path(path)))
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 
@@ -279,13 +279,16 @@ def _union_of_options(commands: dict[str, click.Command]) -> list[click.Paramete
             helps.setdefault(p.help or "", []).append(model)
         text = (param.help or "") if len(helps) == 1 else " ".join(
             f"{', '.join(models)}: {h}" for h, models in helps.items())
+        # An option that acts as it is parsed (--storage-option) keeps its callback, and
+        # stays out of the values handed on.
         options.append(click.Option(
             [param.name, *opts], type=param.type, multiple=param.multiple, is_flag=param.is_flag,
-            default=() if param.multiple else None, help=f"{text}{default}{only}"))
+            default=() if param.multiple else None, help=f"{text}{default}{only}", metavar=param.metavar,
+            callback=param.callback, expose_value=param.expose_value, is_eager=param.is_eager))
     return options
 
 
-def _train_any(model: str, corpus: tuple[Path, ...], **options: object) -> None:
+def _train_any(model: str, corpus: tuple[str, ...], **options: object) -> None:
     ctx = click.get_current_context()
     command = _TRAINERS[model]
     known = {p.name for p in command.params}
@@ -305,7 +308,7 @@ train_any_command = click.Command(
     params=[
         click.Option(["--model", "-m"], type=click.Choice(list(_TRAINERS)), required=True,
                      help="Which tokenizer to train; each takes the options of its own train-MODEL command."),
-        click.Argument(["corpus"], nargs=-1, required=True, type=click.Path(path_type=Path)),
+        click.Argument(["corpus"], nargs=-1, required=True, type=LOCATION),
         *_union_of_options(_TRAINERS),
     ],
     help="Train a tokenizer of any model on CORPUS: the same as tokpipe train-MODEL with the same options. "

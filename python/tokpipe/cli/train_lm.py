@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, friendly_errors
-from tokpipe.cli.display import print_summary
-from tokpipe.cli.options import corpus_options, tokenizer_option
+from tokpipe.cli.display import print_summary, shown_path
+from tokpipe.cli.options import LOCATION, OUTPUT_FILE, corpus_options, tokenizer_option
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.lm import train_lm
 from tokpipe.train import CorpusReport
@@ -27,9 +26,9 @@ def _numbers(value: str, option: str, kind: type) -> list:
 
 
 @cli.command("train-lm")
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("lm.arpa"),
-              show_default=True, help="Where to write the ARPA file.")
+@click.argument("corpus", nargs=-1, required=True, type=LOCATION)
+@click.option("-o", "--output", type=OUTPUT_FILE, default="lm.arpa", show_default=True,
+              help="Where to write the ARPA file (a path or URL).")
 @click.option("--order", type=click.IntRange(2, 12), default=5, show_default=True,
               help="The n-gram order (kenlm's default build loads orders 2 to 6).")
 @tokenizer_option(required=False, about="The model's words are its tokens (as its vocabulary writes them, Ġthe). "
@@ -46,8 +45,8 @@ def _numbers(value: str, option: str, kind: type) -> list:
 @corpus_options
 @friendly_errors
 def train_lm_command(
-    corpus: tuple[Path, ...],
-    output: Path,
+    corpus: tuple[str, ...],
+    output: str,
     order: int,
     tokenizer_path: str | None,
     prune: str,
@@ -86,5 +85,5 @@ def train_lm_command(
     for n, (kept, counted, d) in enumerate(zip(lm.kept, lm.counted, lm.discounts), start=1):
         pruned = f" (of {counted:,})" if kept != counted else ""
         rows.append((f"{n}-grams", f"{kept:,}{pruned}  D1={d[0]:.3f} D2={d[1]:.3f} D3+={d[2]:.3f}"))
-    rows += [("output", str(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
+    rows += [("output", shown_path(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
     print_summary(rows, report[0] if report else None)

@@ -6,23 +6,23 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, friendly_errors
-from tokpipe.cli.display import print_summary
-from tokpipe.cli.options import threads_option
+from tokpipe.cli.display import print_summary, shown_path
+from tokpipe.cli.options import EXISTING_FILE, LOCATION, OUTPUT_FILE, storage_options, threads_option
 from tokpipe.errors import InvalidArgumentError
 
 
 @cli.command("train-quality-classifier")
-@click.option("--positive", "positive", multiple=True, required=True, type=click.Path(path_type=Path),
-              help="Reference (good) documents: a file or folder (walked), any format the pipeline reads; repeat.")
-@click.option("--negative", "negative", multiple=True, required=True, type=click.Path(path_type=Path),
+@click.option("--positive", "positive", multiple=True, required=True, type=LOCATION,
+              help="Reference (good) documents: a file, folder (walked) or glob, local or a URL, any format the "
+                   "pipeline reads; repeat.")
+@click.option("--negative", "negative", multiple=True, required=True, type=LOCATION,
               help="Other (bad) documents, the same way; repeat.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("quality.bin"),
-              show_default=True, help="Where to write the model file.")
+@click.option("-o", "--output", type=OUTPUT_FILE, default="quality.bin", show_default=True,
+              help="Where to write the model file (a path or URL).")
 @click.option("--val-fraction", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1, show_default=True,
               help="Fraction of the documents held out (by a hash of the seed and the text) to measure the model.")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Seed of the split and the training.")
@@ -40,8 +40,9 @@ from tokpipe.errors import InvalidArgumentError
 @click.option("--split", type=click.Choice(["none", "lines", "paragraphs"]), default="none", show_default=True,
               help=".txt input: one document per file, per line or per paragraph.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no summary.")
+@storage_options
 @friendly_errors
-def train_quality_command(positive: tuple[Path, ...], negative: tuple[Path, ...], output: Path, val_fraction: float,
+def train_quality_command(positive: tuple[str, ...], negative: tuple[str, ...], output: str, val_fraction: float,
                           seed: int, epochs: int, dim: int, lr: float, word_ngrams: int, char_ngrams: tuple[int, int],
                           bucket: int, threads: int, text_field: str, split: str, quiet: bool) -> None:
     """Train a fastText text-quality classifier: documents of --positive against documents of
@@ -67,16 +68,17 @@ def train_quality_command(positive: tuple[Path, ...], negative: tuple[Path, ...]
     if v is not None:
         rows += [("held out", f"{v.documents:,} ({v.positives:,} positive)"), ("precision", f"{v.precision:.4f}"),
                  ("recall", f"{v.recall:.4f}"), ("auc", f"{v.auc:.4f}")]
-    rows += [("output", str(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
+    rows += [("output", shown_path(output)), ("seconds", f"{time.perf_counter() - started:.1f}")]
     print_summary(rows)
 
 
 @cli.command("inspect")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("model", type=EXISTING_FILE)
 @click.argument("text")
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True, help="How many features to show.")
+@storage_options
 @friendly_errors
-def inspect_command(model: Path, text: str, top: int) -> None:
+def inspect_command(model: str, text: str, top: int) -> None:
     """Score TEXT with a quality MODEL and show the features (words, and character n-grams
     when the model has them) that pushed the score up (+) or down (-) most. TEXT '-' reads
     standard input."""

@@ -9,11 +9,12 @@
         min: 200
       - type: exact_dedup
 
-Each item names a registered stage (``type``) and gives its parameters; anything unknown
-(stage, parameter, top-level key) is an error naming it, before any data is read. A config
-that is valid but probably not what was meant (``Stage.config_warnings``: a ``pii`` stage
-with ``scrub_rejected: false`` after stages that drop documents) raises a
-``tokpipe.errors.ConfigWarning``.
+Each item names a stage (``type``: a registered name, or a class's import path
+``mypkg.stages:ShortDocs``, see :func:`tokpipe.pipeline.stages.resolve_stage`) and gives its
+parameters; anything unknown (stage, module, class, parameter, top-level key) is an error
+naming it, before any data is read. A config that is valid but probably not what was meant
+(``Stage.config_warnings``: a ``pii`` stage with ``scrub_rejected: false`` after stages that
+drop documents) raises a ``tokpipe.errors.ConfigWarning``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokpipe import storage
 from tokpipe.errors import ConfigError, ConfigWarning, TokpipeError
 from tokpipe.pipeline.base import Stage
 
@@ -46,8 +48,22 @@ class StageSpec:
     type: str
     params: dict[str, Any] = field(default_factory=dict)
 
+    def stage_class(self) -> type[Stage]:
+        """The class ``type`` names (``ConfigError`` when none). The stages are imported on
+        first use: importing the pipeline (for a reader, say) does not load every stage's
+        dependencies."""
+        from tokpipe.pipeline.stages import resolve_stage
+
+        return resolve_stage(self.type)
+
     def build(self) -> Stage:
-        return _stages()[self.type](**self.params)
+        stage = self.stage_class()(**self.params)
+        if stage.name != self.type:
+            # A class named by its import path: the run keys its stats by the config's
+            # `type`, so the stage goes by that name in the stats and in the `stage` column
+            # of the documents it rejects.
+            stage.name = self.type  # type: ignore[misc]
+        return stage
 
 
 @dataclass(frozen=True)
@@ -66,7 +82,7 @@ class PipelineConfig:
 
 
 def _effective_params(spec: StageSpec) -> dict[str, Any]:
-    signature = inspect.signature(_stages()[spec.type].__init__)
+    signature = inspect.signature(spec.stage_class().__init__)
     params = {name: p.default for name, p in signature.parameters.items()
               if name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty}
     params.update(spec.params)
@@ -83,7 +99,6 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
     items = data.get("stages")
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{source}: `stages` must be a non-empty list")
-    known = _stages()
     specs = []
     built: list[Stage] = []
     for n, item in enumerate(items, 1):
@@ -92,9 +107,13 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
             raise ConfigError(f"{where}: each stage is a mapping with a `type`")
         params = dict(item)
         name = params.pop("type")
-        cls = known.get(name)
-        if cls is None:
-            raise ConfigError(f"{where}: unknown stage {name!r} (known: {', '.join(known)})")
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: `type` must be a stage's name or module.path:ClassName, "
+                              f"not a {type(name).__name__}")
+        try:
+            cls = StageSpec(name).stage_class()
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
         signature = inspect.signature(cls.__init__)
         accepted = [p for p in signature.parameters if p != "self"]
         for key in params:
@@ -116,15 +135,21 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
 
 
 def load_config(path: str | os.PathLike[str] | None) -> PipelineConfig:
-    """The config in ``path`` (``.yaml``/``.yml``/``.toml``/``.json``), or the default pipeline."""
+    """The config in ``path`` (``.yaml``/``.yml``/``.toml``/``.json``; a path or an
+    object-storage URL), or the default pipeline."""
     if path is None:
         return parse_config({"stages": DEFAULT_STAGES}, "default pipeline")
-    path = Path(path)
+    where = storage.location(path) if storage.is_url(os.fspath(path)) else Path(path)
+    shown = storage.redact(str(where)) if isinstance(where, storage.RemotePath) else str(where)
     try:
-        raw = path.read_text(encoding="utf-8")
+        if isinstance(where, storage.RemotePath):
+            with storage.open_input(where) as f:
+                raw = f.read().decode("utf-8")
+        else:
+            raw = where.read_text(encoding="utf-8")
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read the config ({e.strerror or e})") from None
-    suffix = path.suffix.lower()
+        raise ConfigError(f"{shown}: cannot read the config ({e.strerror or e})") from None
+    suffix = where.suffix.lower()
     try:
         if suffix == ".toml":
             try:
@@ -139,13 +164,5 @@ def load_config(path: str | os.PathLike[str] | None) -> PipelineConfig:
 
             data = yaml.safe_load(raw)
     except Exception as e:  # each parser has its own error class; all mean "not valid syntax"
-        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'}: {' '.join(str(e).split())}") from None
-    return parse_config(data, str(path))
-
-
-def _stages() -> dict[str, type[Stage]]:
-    """The registered stages, built-in ones imported on first use: importing the pipeline
-    (for a reader, say) does not load every stage's dependencies."""
-    from tokpipe.pipeline.stages import registered_stages
-
-    return registered_stages()
+        raise ConfigError(f"{shown}: not valid {suffix.lstrip('.') or 'YAML'}: {' '.join(str(e).split())}") from None
+    return parse_config(data, shown)

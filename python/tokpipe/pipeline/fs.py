@@ -2,121 +2,299 @@
 list or remove in an output folder goes through these few functions (the shards themselves
 go through ``writers``; the lock keeps its own two atomic operations, see ``engines.lock``).
 
-Why one module: the next storage (an object store) changes what "write a file so that it
-appears whole" and "list a folder" mean. Written here, that is one place to change.
+Each function takes a local :class:`~pathlib.Path` or an object-storage
+:class:`~tokpipe.storage.RemotePath` (see ``tokpipe.storage``), so an output folder, and a
+run's staging, can live in a bucket.
 
-A file is made atomic by writing it under :func:`temp_name` in its final folder and renaming
-it into place (:func:`atomic`): a reader sees nothing or the whole file, never a prefix.
-These writes are not fsynced: a run's state files are committed by a marker written last,
-and what a crash cuts short is found and redone on resume (``engines.state``).
+A file is made atomic by writing it under :func:`temp_name` and then putting it in place
+(:func:`atomic`, :func:`publish`): a reader sees nothing or the whole file, never a prefix.
+Locally, the temporary file sits in the final folder and is renamed. An object store has no
+rename, so for a remote file the temporary file is local, and putting it in place is one
+upload, which an object store makes visible whole or not at all (a multipart upload appears
+when it completes). These writes are not fsynced: a run's state files are committed by a
+marker written last, and what a crash cuts short is found and redone on resume
+(``engines.state``).
 """
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Union, overload
 
-__all__ = ["temp_name", "atomic", "publish", "write_json", "read_json", "write_text", "read_text", "exists", "is_dir",
-           "size", "read_ends", "make_dirs", "listing", "remove", "remove_tree", "remove_empty_dir"]
+import pyarrow.parquet as pq
+
+from tokpipe import storage
+from tokpipe.storage import Location, RemotePath
+
+__all__ = ["temp_name", "atomic", "publish", "publish_copy", "write_json", "read_json", "write_text", "read_text", "read_bytes", "is_file", "exists", "is_dir",
+           "size", "read_ends", "make_dirs", "listing", "remove", "remove_tree", "remove_empty_dir", "open_read",
+           "parquet_file", "read_parquet", "read_schema", "is_link", "location", "Location", "RemotePath", "arrow_filesystem"]
+
+#: ``tokpipe.storage.location``: a local path or an object-storage URL as a location.
+location = storage.location
 
 
-def temp_name(final: Path) -> Path:
-    """The hidden temporary path a file is written to before it is renamed to ``final``.
+def temp_name(final: Location) -> Path:
+    """The local temporary path a file is written to before it is put in place at ``final``.
 
-    Hidden (leading dot) and suffixed so that globs for finished files (``part-*.parquet``)
-    and dataset loaders that skip dot-files never pick up a file still being written.
+    Locally, a hidden (leading dot), suffixed sibling of ``final``, so that globs for finished
+    files (``part-*.parquet``) and dataset loaders that skip dot-files never pick up a file
+    still being written. For a remote ``final``, a file in this process's own temporary
+    folder, named after the URL (the same name every time this process asks).
     """
+    if isinstance(final, RemotePath):
+        digest = hashlib.sha256(str(final).encode()).hexdigest()[:16]
+        return _upload_dir() / f"{digest}-{final.name}"
     return final.with_name(f".{final.name}.tmp")
 
 
+_UPLOAD_DIRS: dict[int, Path] = {}
+
+
+def _upload_dir() -> Path:
+    """This process's folder of files on their way to object storage (under ``$TMPDIR``;
+    keyed by pid, since a forked worker must not share its parent's)."""
+    pid = os.getpid()
+    folder = _UPLOAD_DIRS.get(pid)
+    if folder is None:
+        folder = Path(tempfile.gettempdir()) / f"tokpipe-uploads-{pid}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _UPLOAD_DIRS[pid] = folder
+    return folder
+
+
 @contextmanager
-def atomic(path: Path) -> Iterator[Path]:
-    """Yields the temporary path to write ``path``'s content to; when the block ends without
-    an error, that file is renamed to ``path`` (else removed)."""
+def atomic(path: Location) -> Iterator[Path]:
+    """Yields the local temporary path to write ``path``'s content to; when the block ends
+    without an error, that file is put in place at ``path`` (else removed)."""
     tmp = temp_name(path)
     try:
         yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, path)
+    publish(tmp, path)
 
 
-def publish(tmp: Path, path: Path) -> None:
-    """Renames a file written under ``temp_name(path)`` into place (for a file whose writer
-    stays open across calls, where :func:`atomic` does not fit)."""
-    os.replace(tmp, path)
+def publish(tmp: Path, path: Location) -> None:
+    """Puts a file written under ``temp_name(path)`` in place: a rename, or for a remote
+    ``path`` an upload, after which the local file is removed (for a file whose writer stays
+    open across calls, where :func:`atomic` does not fit)."""
+    if isinstance(path, RemotePath):
+        try:
+            storage.upload(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    else:
+        os.replace(tmp, path)
 
 
-def write_json(path: Path, data: Any) -> None:
+def publish_copy(local: Path, path: Location) -> None:
+    """Puts a copy of the local file ``local`` at ``path``, atomically (:func:`atomic`)."""
+    if isinstance(path, RemotePath):
+        storage.upload(local, path)
+        return
+    with atomic(path) as tmp:
+        shutil.copyfile(local, tmp)
+
+
+def write_json(path: Location, data: Any) -> None:
     """``data`` as JSON (indented by one, keys sorted), written atomically."""
     write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Location) -> Any:
     return json.loads(read_text(path))
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Location, text: str) -> None:
     """``text`` (UTF-8) written atomically."""
     with atomic(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Location) -> str:
+    if isinstance(path, RemotePath):
+        return read_bytes(path).decode("utf-8")
     return path.read_text(encoding="utf-8")
 
 
-def exists(path: Path) -> bool:
+def read_bytes(path: Location) -> bytes:
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            return fs.cat_file(key)  # type: ignore[no-any-return]
+    return path.read_bytes()
+
+
+def is_file(path: Location) -> bool:
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            return bool(fs.isfile(key))
+    return path.is_file()
+
+
+def exists(path: Location) -> bool:
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            return bool(fs.exists(key))
     return path.exists()
 
 
-def is_dir(path: Path) -> bool:
+def is_dir(path: Location) -> bool:
+    """Whether ``path`` is a folder (for object storage: a prefix with objects under it)."""
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            return bool(fs.isdir(key))
     return path.is_dir()
 
 
-def size(path: Path) -> int:
+def is_link(path: Location) -> bool:
+    """Whether ``path`` is a symbolic link (never, in object storage)."""
+    return isinstance(path, Path) and path.is_symlink()
+
+
+def size(path: Location) -> int:
     """The file's size in bytes (``OSError`` when it cannot be read)."""
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            return int(fs.size(key))
     return path.stat().st_size
 
 
-def read_ends(path: Path, n: int) -> tuple[bytes, bytes]:
+def read_ends(path: Location, n: int) -> tuple[bytes, bytes]:
     """The first and the last ``n`` bytes of a file (for magic bytes)."""
+    if isinstance(path, RemotePath):
+        total = size(path)
+        with _remote(path) as (fs, key):
+            return fs.cat_file(key, 0, n), fs.cat_file(key, max(total - n, 0), total)
     with open(path, "rb") as f:
         head = f.read(n)
         f.seek(-n, os.SEEK_END)
         return head, f.read(n)
 
 
-def make_dirs(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
+def open_read(path: Location) -> IO[bytes]:
+    """A seekable binary file over ``path`` (see ``storage.open_input``)."""
+    return storage.open_input(path)
 
 
-def listing(directory: Path, pattern: str = "*") -> list[Path]:
+def parquet_file(path: Union[str, Location]) -> pq.ParquetFile:
+    """``path`` (a location, or a path or URL as text) as a
+    :class:`pyarrow.parquet.ParquetFile`, local or remote; closing it closes its source."""
+    where = location(path)
+    if isinstance(where, RemotePath):
+        return pq.ParquetFile(where.key, filesystem=arrow_filesystem(where))
+    return pq.ParquetFile(where)
+
+
+def read_schema(path: Location) -> Any:
+    """The Arrow schema of the Parquet file at ``path``."""
+    if isinstance(path, RemotePath):
+        return pq.read_schema(path.key, filesystem=arrow_filesystem(path))
+    return pq.read_schema(path)
+
+
+def read_parquet(path: Location, columns: Union[list[str], None] = None) -> Any:
+    """The whole Parquet file at ``path`` as a table (``columns`` only, when given)."""
+    if isinstance(path, RemotePath):
+        return pq.read_table(path.key, columns=columns, filesystem=arrow_filesystem(path))
+    return pq.read_table(path, columns=columns)
+
+
+def arrow_filesystem(path: RemotePath) -> Any:
+    """``path``'s fsspec filesystem as pyarrow sees one (reads go through fsspec, the one
+    layer; pyarrow only drives them)."""
+    import pyarrow.fs as pafs
+
+    return pafs.PyFileSystem(pafs.FSSpecHandler(storage.filesystem(path.scheme)))
+
+
+def make_dirs(path: Location) -> None:
+    """Makes a folder and its parents (nothing to do in object storage, which has none)."""
+    if isinstance(path, Path):
+        path.mkdir(parents=True, exist_ok=True)
+
+
+@overload
+def listing(directory: Path, pattern: str = "*") -> list[Path]: ...
+@overload
+def listing(directory: RemotePath, pattern: str = "*") -> list[RemotePath]: ...
+@overload
+def listing(directory: Location, pattern: str = "*") -> list[Location]: ...
+
+
+def listing(directory: Location, pattern: str = "*") -> Any:
     """The entries of ``directory`` whose names match ``pattern`` (a glob; nothing when the
     folder does not exist)."""
+    if isinstance(directory, RemotePath):
+        with _remote(directory) as (fs, key):
+            try:
+                names = fs.ls(key, detail=False)
+            except FileNotFoundError:
+                return []
+        found = []
+        for name in names:
+            base = name.rstrip("/").rsplit("/", 1)[-1]
+            if name.rstrip("/") != key and fnmatch.fnmatchcase(base, pattern):
+                found.append(directory / base)
+        return sorted(found)
     return list(directory.glob(pattern))
 
 
-def remove(path: Path) -> None:
+def remove(path: Location) -> None:
     """Removes a file (or a symbolic link); nothing when it is not there."""
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            try:
+                fs.rm_file(key)
+            except FileNotFoundError:
+                pass
+        return
     path.unlink(missing_ok=True)
 
 
-def remove_tree(path: Path, ignore_errors: bool = True) -> None:
+def remove_tree(path: Location, ignore_errors: bool = True) -> None:
     """Removes a folder and everything in it; nothing when it is not there. With
     ``ignore_errors`` False, what cannot be removed raises."""
+    if isinstance(path, RemotePath):
+        with _remote(path) as (fs, key):
+            try:
+                fs.rm(key, recursive=True)
+            except FileNotFoundError:
+                pass
+            except Exception:
+                if not ignore_errors:
+                    raise
+        return
     if not ignore_errors and not os.path.lexists(path):
         return
     shutil.rmtree(path, ignore_errors=ignore_errors)
 
 
-def remove_empty_dir(path: Path) -> None:
-    """Removes ``path`` if it is a folder with nothing in it."""
-    if path.is_dir() and not any(path.iterdir()):
+def remove_empty_dir(path: Location) -> None:
+    """Removes ``path`` if it is a folder with nothing in it (object storage has no empty
+    folders)."""
+    if isinstance(path, Path) and path.is_dir() and not any(path.iterdir()):
         path.rmdir()
+
+
+@contextmanager
+def _remote(path: RemotePath) -> Iterator[tuple[Any, str]]:
+    """The filesystem and key of ``path``; a failure other than a missing object becomes the
+    one-line error ``storage.storage_error`` words."""
+    fs = storage.filesystem(path.scheme)
+    try:
+        yield fs, path.key
+    except FileNotFoundError:
+        # fsspec's names the key alone: name the URL, as a local error names the path.
+        raise FileNotFoundError(2, "no such object", storage.redact(str(path))) from None
+    except Exception as error:
+        raise storage.storage_error(error, path) from None

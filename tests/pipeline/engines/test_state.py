@@ -235,6 +235,22 @@ def test_stale_shards_and_a_changed_cut(tmp_path: Path) -> None:
     assert json.loads((out / ".tokpipe" / "pack" / "params.json").read_text(encoding="utf-8")) == {"shard_rows": 20}
 
 
+def test_stale_shards_of_every_output_format(tmp_path: Path) -> None:
+    """JSON Lines final shards (``--output-format``) are stale shards too; a file that only
+    starts like a shard is left alone."""
+    out = tmp_path / "out"
+    state = RunState(out)
+    state.begin({}, [], segments=1)
+    (out / "rejected").mkdir()
+    for name in ("part-00000-00000.jsonl.gz", "part-00001-00000.jsonl.zst", "part-00002-00000.jsonl",
+                 "rejected/part-00001-00000.jsonl.gz", "rejected/part-00003-00000.jsonl", "part-notes.txt"):
+        (out / name).write_bytes(b"x")
+    state.remove_group_shards(1)
+    state.remove_shards_past(2)
+    assert [p for p in tree(out) if not p.startswith(".tokpipe")] == ["part-00000-00000.jsonl.gz", "part-notes.txt",
+                                                                      "rejected/"]
+
+
 def test_check_inputs_refuses_inputs_changed_since_the_run_began(tmp_path: Path) -> None:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text('{"text": "one"}\n', encoding="utf-8")

@@ -46,13 +46,15 @@ from tokpipe.pipeline.config import PipelineConfig
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.engines.decide import decide
 from tokpipe.pipeline.engines.lock import RunLock
-from tokpipe.pipeline.engines.state import READ_STATS, RunState
+from tokpipe.pipeline.engines.state import READ_STATS, STATE_DIR, RunState, local_staging
 from tokpipe.pipeline.engines.units import (ParquetStaging, Staging, pack_group, rewriters, run_segment_task,
                                             segments, task_bytes, task_label)
 from tokpipe.pipeline.engines.workers import disk_full_in_one_line
 from tokpipe.pipeline.fields import union_schema
 from tokpipe.pipeline.readers import ReaderOptions, Task, plan_tasks
-from tokpipe.pipeline.writers import ShardInfo, write_manifest
+from tokpipe.pipeline.writers import ShardInfo, shard_suffix, write_manifest
+from tokpipe.pipeline.writers.jsonl import check_output_format
+from tokpipe.storage import Location, RemotePath, location
 
 __all__ = ["Executor", "WorkUnit", "RunOptions", "RunResult", "ProgressUpdate", "Progress"]
 
@@ -79,6 +81,15 @@ class RunOptions:
     strict: bool = False
     overwrite: bool = False
     reader: ReaderOptions = field(default_factory=ReaderOptions)
+    #: Where the run's state lives (a path or URL); None: the engine's default (see
+    #: :meth:`Executor.default_staging`).
+    staging_dir: str | None = None
+    #: The final shards' format: one of ``writers.OUTPUT_FORMATS`` (parquet, jsonl, jsonl.gz,
+    #: jsonl.zst).
+    output_format: str = "parquet"
+
+    def __post_init__(self) -> None:
+        check_output_format(self.output_format)  # refused before any work, as a bad config is
 
 
 @dataclass
@@ -124,16 +135,22 @@ class Executor:
     def __init__(self, config: PipelineConfig, inputs: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
                  options: RunOptions = RunOptions(), progress: Progress | None = None) -> None:
         self.config = config
-        self.inputs = [os.fspath(p) for p in inputs]
-        self.out = Path(out_dir)
-        self.state = RunState(self.out)
+        self.inputs = [str(p) if isinstance(p, RemotePath) else os.fspath(p) for p in inputs]
+        self.out = location(out_dir)
         self.options = options
+        self.state = RunState(self.out, options.staging_dir if options.staging_dir is not None
+                              else self.default_staging(self.out))
         self.progress: Progress = progress or (lambda update: None)
         self.segments = segments(config)
         self._rewriters: list[tuple[int, dict[str, Any]]] | None = None
         self._lock: RunLock | None = None  # held from `plan` to `release`
 
     # -- What an engine provides.
+
+    def default_staging(self, out: Location) -> Location | None:
+        """The state folder when none is given (None: ``OUT/.tokpipe``): for an output in a
+        bucket, local disk (``state.local_staging``), since this engine's workers share it."""
+        return local_staging(out)
 
     def map(self, phase: str, units: Sequence[WorkUnit]) -> list[Any]:
         """Runs ``units`` and returns their results in order, reporting progress as
@@ -148,7 +165,7 @@ class Executor:
         yield
 
     def decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
-                     files: list[list[Path]], sizes: list[int]) -> list[Any]:
+                     files: list[list[Location]], sizes: list[int]) -> list[Any]:
         """A global stage's decision over every task's keys (``files``: each task's staged
         files, which hold the keys too; ``sizes``: its documents). Another engine may
         distribute it (``GlobalStage.join``)."""
@@ -185,7 +202,12 @@ class Executor:
     def _identity(self) -> dict[str, Any]:
         reader = asdict(self.options.reader)
         reader["strict"] = False  # strict only changes whether a run stops, not its output
-        return {"config": self.config.to_dict(), "inputs": self.inputs, "reader": reader}
+        identity = {"config": self.config.to_dict(), "inputs": self.inputs, "reader": reader}
+        if self.options.output_format != "parquet":
+            # Another format is another output: a resume with another one is refused as another
+            # config is. (Absent for Parquet, so that runs begun before the option resume.)
+            identity["output_format"] = self.options.output_format
+        return identity
 
     def _start_or_resume(self) -> list[Task]:
         identity = self._identity()
@@ -194,12 +216,16 @@ class Executor:
         previous = self.state.identity()
         if previous is not None:
             if previous != identity:
-                raise PipelineError(f"{self.out} holds a run with a different config, inputs or reader options; "
-                                    "use --overwrite to start over, or another output folder")
+                raise PipelineError(f"{self.out} holds a run with a different config, inputs, reader options or "
+                                    "output format; use --overwrite to start over, or another output folder")
             tasks = self.state.tasks()
             self.state.check_inputs()
             return tasks
         if self.state.holds_anything():
+            if self.state.root != self.out / STATE_DIR:
+                raise PipelineError(f"{self.out} is not empty, and the staging folder {self.state.root} holds no run "
+                                    "of it (was it begun on another machine, or with another --staging-dir?); give "
+                                    "that --staging-dir to resume, or use --overwrite or another folder")
             raise PipelineError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another folder")
         tasks = plan_tasks(self.inputs, self.options.reader)
         self.state.begin(identity, tasks, len(self.segments))
@@ -267,7 +293,8 @@ class Executor:
             # A group that did not finish may have left shards: they are redone from scratch.
             self.state.remove_group_shards(w)
             units.append(WorkUnit(pack_group, (self.state, w, group.tolist(), len(self.segments),
-                                               self.options.shard_size, kept_schema, rejected_schema),
+                                               self.options.shard_size, kept_schema, rejected_schema,
+                                               self.options.output_format),
                                   f"the final shards of worker group {w}"))
         self.map("writing shards", units)
         self.state.remove_shards_past(workers)
@@ -284,9 +311,9 @@ class Executor:
         for t in tasks:
             for k in range(len(self.segments)):
                 summary = self.state.summary(k, t.index)
-                rejected += [pq.read_schema(path) for path in self.state.staged_files(k, summary, "rejected")]
+                rejected += [fs.read_schema(path) for path in self.state.staged_files(k, summary, "rejected")]
                 if k == last:
-                    kept += [pq.read_schema(path) for path in self.state.staged_files(k, summary, "kept")]
+                    kept += [fs.read_schema(path) for path in self.state.staged_files(k, summary, "kept")]
         base = [pa.field(ID, pa.string()), pa.field(TEXT, pa.string())]
         return union_schema(kept, base), union_schema(rejected, base)
 
@@ -295,7 +322,8 @@ class Executor:
         errors, _ = self.state.merge_errors(tasks)
         shards = [ShardInfo(**s) for p in packs for s in p["shards"]]
         rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
-        fs.write_text(self.out / "README.md", _DATASET_CARD)
+        card = _DATASET_CARD.format(suffix=shard_suffix(self.options.output_format))
+        fs.write_text(self.out / "README.md", card)
         ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
         write_manifest(self.out, shards=shards, rejected=rejected, config=self.config.to_dict(),
                        stats={name: s.as_dict() for name, s in ordered.items()},
@@ -305,18 +333,19 @@ class Executor:
 
 # HF `datasets` reads the YAML header of a folder's README.md to find the data: with it,
 # `load_dataset(OUT)` gives the kept documents and `load_dataset(OUT, "rejected")` the rest,
-# and the manifest, errors.jsonl and staging files are never mistaken for data.
+# and the manifest, errors.jsonl and staging files are never mistaken for data. `{suffix}`: the
+# shards' (".parquet", ".jsonl.gz"...).
 _DATASET_CARD = """---
 configs:
 - config_name: default
-  data_files: "part-*.parquet"
+  data_files: "part-*{suffix}"
 - config_name: rejected
-  data_files: "rejected/part-*.parquet"
+  data_files: "rejected/part-*{suffix}"
 ---
 # Dataset written by tokpipe clean
 
-- `part-*.parquet`: the kept documents (`id`, `text`, and the input's other fields).
-- `rejected/part-*.parquet`: the dropped documents, with `reason`, `stage` and `duplicate_of`.
+- `part-*{suffix}`: the kept documents (`id`, `text`, and the input's other fields).
+- `rejected/part-*{suffix}`: the dropped documents, with `reason`, `stage` and `duplicate_of`.
 - `errors.jsonl`: input that could not be read (file, location, reason).
 - `manifest.json`: every shard with rows, bytes and sha256; the config; per-stage stats.
 """

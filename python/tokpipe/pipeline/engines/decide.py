@@ -23,12 +23,13 @@ from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.engines.state import RunState
 from tokpipe.pipeline.engines.units import STAGED_KEY
 from tokpipe.pipeline.readers import Task
+from tokpipe.storage import Location
 
 __all__ = ["decide", "LazyColumns", "gather", "read_column", "DecideStage"]
 
 #: An engine's decision of a global stage: (stage, keys, context, each task's staged files,
 #: each task's documents) -> ``decide``'s answer.
-DecideStage = Callable[[GlobalStage, Sequence[pa.Array], DecideContext, list[list[Path]], list[int]], list[Any]]
+DecideStage = Callable[[GlobalStage, Sequence[pa.Array], DecideContext, list[list[Location]], list[int]], list[Any]]
 
 
 def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress: Callable[[str, int, int], None],
@@ -104,7 +105,7 @@ class LazyColumns(Sequence[pa.Array]):
     """One column of every task's staging shards, each task's read only when asked for, so
     a global stage can stream the keys instead of holding all of them."""
 
-    def __init__(self, files: list[list[Path]], column: str, kind: pa.DataType) -> None:
+    def __init__(self, files: list[list[Location]], column: str, kind: pa.DataType) -> None:
         self.files, self.column, self.kind = files, column, kind
 
     def __len__(self) -> int:
@@ -122,7 +123,7 @@ class LazyColumns(Sequence[pa.Array]):
         return read_column(self.files[i], self.column, self.kind)
 
 
-def gather(files: list[list[Path]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
+def gather(files: list[list[Location]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
     """One column's values at sorted global ``positions`` (task after task, ``sizes``
     documents each), reading only the row groups that hold them, one at a time."""
     bounds = np.cumsum([0, *sizes])
@@ -133,7 +134,7 @@ def gather(files: list[list[Path]], sizes: list[int], column: str, positions: np
             continue
         start = 0
         for f in task_files:
-            shard = pq.ParquetFile(f)
+            shard = fs.parquet_file(f)
             for group in range(shard.num_row_groups):
                 rows = shard.metadata.row_group(group).num_rows
                 lo, hi = np.searchsorted(here, [start, start + rows])
@@ -144,8 +145,8 @@ def gather(files: list[list[Path]], sizes: list[int], column: str, positions: np
     return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
 
 
-def read_column(files: list[Path], column: str, kind: pa.DataType) -> pa.Array:
+def read_column(files: list[Location], column: str, kind: pa.DataType) -> pa.Array:
     """One column of a task's staging shards, in order, as one array."""
-    parts = [pq.read_table(f, columns=[column]).column(column) for f in files]
+    parts = [fs.read_parquet(f, columns=[column]).column(column) for f in files]
     chunks = [c for part in parts for c in part.chunks]
     return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)

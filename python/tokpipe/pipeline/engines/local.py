@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tokpipe.pipeline.engines.base import Executor, Progress, ProgressUpdate, RunOptions, RunResult, WorkUnit
+from tokpipe.pipeline.engines.shipping import stage_payload
 from tokpipe.pipeline.engines.workers import WorkerPool, run_unit
 
 __all__ = ["LocalExecutor", "RunOptions", "RunResult", "ProgressUpdate", "Progress"]
@@ -29,8 +30,9 @@ class LocalExecutor(Executor):
 
     @contextmanager
     def pool(self, workers: int) -> Iterator[None]:
-        """Worker processes for :meth:`map` inside the block; for one worker, this process."""
-        self._workers = WorkerPool(workers) if workers > 1 else None
+        """Worker processes for :meth:`map` inside the block, handed the config's stage
+        classes (``engines.shipping``); for one worker, this process."""
+        self._workers = WorkerPool(workers, stage_payload(self.config)) if workers > 1 else None
         try:
             yield
         finally:

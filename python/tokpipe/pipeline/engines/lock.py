@@ -22,6 +22,12 @@ free lock, and *rename* of the stale lock to a name of the taker's own (a delete
 on the object's version, on object stores) to take over a stale one: of two runs that find
 the same stale lock, one renames it and the other finds it gone and starts over (or, if it
 moved a lock that was no longer the stale one, puts it back).
+
+In object storage (an output in a bucket) the lock is an object: taken by a conditional put
+(``If-None-Match: *``), rewritten by a plain put, and a stale one is taken over by reading and
+deleting it (there is no rename): of two runs taking over the same stale lock at the same
+instant, the one whose lock is deleted by the other finds, at its next heartbeat, that the
+lock is no longer its own and stops (:meth:`RunLock.check`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tokpipe import storage
 from tokpipe.errors import PipelineError
+from tokpipe.pipeline import fs
+from tokpipe.storage import Location, RemotePath
 
 __all__ = ["RunLock", "LockHeld", "HEARTBEAT", "STALE_AFTER"]
 
@@ -74,12 +83,24 @@ def _start_time(pid: int) -> str:
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Location) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(fs.read_text(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _create_remote(path: RemotePath, text: str) -> None:
+    """Puts ``text`` at ``path`` only if no object is there (``FileExistsError`` else)."""
+    filesystem = storage.filesystem(path.scheme)
+    try:
+        with filesystem.open(path.key, "xb") as f:
+            f.write(text.encode("utf-8"))
+    except FileExistsError:
+        raise
+    except Exception as error:
+        raise storage.storage_error(error, path) from None
 
 
 def _alive(pid: int, start: str) -> bool:
@@ -97,7 +118,7 @@ class RunLock:
     it or raises :class:`LockHeld`; :meth:`release` gives it back. While held, a daemon
     thread keeps its heartbeat fresh."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Location, what: str) -> None:
         self.path = path
         self.what = what  # the folder, as messages name it
         self.token = uuid.uuid4().hex
@@ -112,6 +133,9 @@ class RunLock:
                 "started": self._started, "heartbeat": time.time()}
 
     def acquire(self) -> None:
+        if isinstance(self.path, RemotePath):
+            self._acquire_remote(self.path)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(8):  # each pass either takes the lock or finds who holds it now
             try:
@@ -140,17 +164,39 @@ class RunLock:
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(self._record()))
-            self._beating = threading.Thread(target=self._beat, name="tokpipe-lock", daemon=True)
-            self._beating.start()
+            self._start_beating()
             return
         raise LockHeld(f"{self.what}: could not take the run lock {self.path} (other runs keep taking it)")
 
+    def _acquire_remote(self, path: RemotePath) -> None:
+        for _ in range(8):
+            try:
+                _create_remote(path, json.dumps(self._record()))
+            except FileExistsError:
+                holder = self._holder()
+                if holder is None:
+                    continue
+                if not self._stale(holder):
+                    raise LockHeld(self._held_message(holder)) from None
+                if _read_json(path).get("token") == holder.get("token"):
+                    fs.remove(path)  # no rename in a bucket: see the module docstring
+                continue
+            self._start_beating()
+            return
+        raise LockHeld(f"{self.what}: could not take the run lock {path} (other runs keep taking it)")
+
+    def _start_beating(self) -> None:
+        self._beating = threading.Thread(target=self._beat, name="tokpipe-lock", daemon=True)
+        self._beating.start()
+
     def _holder(self) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(fs.read_text(self.path))
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
+            if isinstance(self.path, RemotePath):
+                return {"heartbeat": 0, "place": ""}  # an object is put whole: unreadable is broken
             # Cut short (the holder died while writing it): its last write is its heartbeat.
             try:
                 return {"heartbeat": self.path.stat().st_mtime, "place": ""}
@@ -196,9 +242,12 @@ class RunLock:
             self.lost = True  # never clobber the new holder's lock
             return False
         try:
-            tmp = self.path.with_name(f".{self.path.name}.{self.token}.tmp")
-            tmp.write_text(json.dumps(self._record()), encoding="utf-8")
-            os.replace(tmp, self.path)
+            if isinstance(self.path, RemotePath):
+                fs.write_text(self.path, json.dumps(self._record()))
+            else:
+                tmp = self.path.with_name(f".{self.path.name}.{self.token}.tmp")
+                tmp.write_text(json.dumps(self._record()), encoding="utf-8")
+                os.replace(tmp, self.path)
         except OSError:
             pass  # a missed beat costs nothing until STALE_AFTER; the run goes on
         return True
@@ -211,4 +260,4 @@ class RunLock:
             self._beating = None
         holder = self._holder()
         if holder is not None and holder.get("token") == self.token:
-            self.path.unlink(missing_ok=True)
+            fs.remove(self.path)

@@ -15,8 +15,9 @@ It is the local engine with two parts swapped out, so its output (shards, ``reje
   checks and clusters those pairs on the driver, so the clusters are the local engine's.
   Other global stages decide on the driver.
 
-Every node must see the inputs and the output folder at the same path: a shared filesystem
-(NFS, Lustre, a FUSE-mounted bucket). The driver reports progress as units finish; stage
+Every node must reach the inputs and the output: in object storage (``s3://``..., then the
+run's state is kept in the bucket too, under ``OUT/.tokpipe``, and the nodes share nothing
+else) or on a shared filesystem (NFS, Lustre) at the same path. The driver reports progress as units finish; stage
 statistics come back in the units' summaries, as locally. ``ray`` is an optional dependency:
 ``pip install 'tokpipe[ray]'``.
 """
@@ -33,11 +34,14 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import InvalidArgumentError, PipelineError
+from tokpipe.storage import Location, location
 from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin
 from tokpipe.pipeline.config import PipelineConfig
 from tokpipe.pipeline.engines.base import Executor, Progress, ProgressUpdate, RunOptions, RunResult, WorkUnit
 from tokpipe.pipeline.engines.decide import read_column
+from tokpipe.pipeline.engines.shipping import adopt_stages, stage_payload
 from tokpipe.pipeline.engines.units import STAGED_KEY
 from tokpipe.pipeline.engines.workers import run_unit, share_cores
 
@@ -76,6 +80,11 @@ class RayExecutor(Executor):
         super().__init__(config, inputs, out_dir, options, progress)
         self.address = address
 
+    def default_staging(self, out: Location) -> Location | None:
+        """``OUT/.tokpipe`` wherever OUTPUT is: Ray's workers on other nodes must see the
+        state, and a bucket (or a shared filesystem) is what they share."""
+        return None
+
     def run(self) -> RunResult:
         ray = _ray()
         started = False
@@ -96,6 +105,7 @@ class RayExecutor(Executor):
         update = ProgressUpdate(phase, 0, sum(weights), "bytes" if by_bytes else "units")
         self.progress(update)
         run = ray.remote(num_cpus=1, max_retries=0)(_one_cpu_task)
+        stages = stage_payload(self.config)  # a Ray worker finds a class of __main__ by no name
         in_flight: dict[Any, int] = {}
         results: list[Any] = [None] * len(units)
         limit = max(1, self.options.workers)
@@ -104,7 +114,8 @@ class RayExecutor(Executor):
             while next_job < len(units) or in_flight:
                 while next_job < len(units) and len(in_flight) < limit:
                     unit = units[next_job]
-                    in_flight[run.remote(unit.fn, unit.args, unit.label, str(self.out))] = next_job
+                    in_flight[run.remote(unit.fn, unit.args, unit.label, str(self.out), stages,
+                                         storage.storage_options())] = next_job
                     next_job += 1
                 done, _ = ray.wait(list(in_flight), num_returns=1)
                 for ref in done:
@@ -123,7 +134,7 @@ class RayExecutor(Executor):
         return results
 
     def decide_stage(self, stage: GlobalStage, keys: Sequence[pa.Array], context: DecideContext,
-                     files: list[list[Path]], sizes: list[int]) -> list[Any]:
+                     files: list[list[Location]], sizes: list[int]) -> list[Any]:
         """The stage's join on Ray Data when it describes one (``GlobalStage.join``), else
         its ``decide`` on the driver."""
         join = stage.join()
@@ -136,12 +147,24 @@ class RayExecutor(Executor):
         return join.finish(found, keys, sizes, context)
 
 
-def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str = "") -> Any:
+def _one_cpu_task(fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str = "",
+                  stages: bytes | None = None, storage_options: dict[str, Any] | None = None) -> Any:
     """A work unit in a Ray worker: Ray gave the task one CPU, so tokpipe's Rust pool and
     Arrow's get one thread (set before the worker's first kernel builds them; later tasks in
-    the same worker find them built)."""
+    the same worker find them built). ``stages``: the run's stage classes
+    (``engines.shipping``)."""
     share_cores(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    if stages is not None:
+        adopt_stages(stages)
+    _adopt_storage(storage_options)
     return run_unit(fn, args, label, place)
+
+
+def _adopt_storage(options: dict[str, Any] | None) -> None:
+    """The driver's ``--storage-option`` values, in a Ray worker (which may run on another
+    node, started without the driver's environment)."""
+    if options and options != storage.storage_options():
+        storage.configure(options)
 
 
 def _get(ray: Any, ref: Any) -> Any:
@@ -155,7 +178,7 @@ def _get(ray: Any, ref: Any) -> Any:
         raise PipelineError(" ".join(str(e).split())) from None
 
 
-def _task_items(files: list[list[Path]], sizes: list[int]) -> list[dict[str, Any]]:
+def _task_items(files: list[list[Location]], sizes: list[int]) -> list[dict[str, Any]]:
     """One item per task with documents: its staged files and its first global position."""
     bounds = np.cumsum([0, *sizes])
     return [{"files": [str(f) for f in task_files], "start": int(bounds[i])}
@@ -164,13 +187,16 @@ def _task_items(files: list[list[Path]], sizes: list[int]) -> list[dict[str, Any
 
 def _rows_of(join: GroupJoin, item: dict[str, Any]) -> pa.Table:
     """A task's rows for ``join``: of its staged keys and their global positions."""
-    keys = read_column([Path(f) for f in item["files"]], STAGED_KEY, pa.binary())
+    keys = read_column([location(f) for f in item["files"]], STAGED_KEY, pa.binary())
     return join.rows(keys, np.arange(item["start"], item["start"] + len(keys), dtype=np.int64))
 
 
 def _rows(join: GroupJoin, items: list[dict[str, Any]]) -> Any:
     """Every task's rows for ``join``, as a materialised Ray dataset."""
+    options = storage.storage_options()
+
     def rows(batch: pa.Table) -> pa.Table:
+        _adopt_storage(options)  # the staged keys may be in a bucket
         return pa.concat_tables([_rows_of(join, item) for item in batch.to_pylist()])
 
     return _items_dataset(items).map_batches(rows, batch_size=1, batch_format="pyarrow").materialize()
@@ -194,7 +220,7 @@ def _partitions(items: list[dict[str, Any]]) -> int:
     return max(1, min(len(items), 4 * cpus))
 
 
-def _keepers(join: GroupJoin, files: list[list[Path]], sizes: list[int]) -> np.ndarray:
+def _keepers(join: GroupJoin, files: list[list[Location]], sizes: list[int]) -> np.ndarray:
     """For every document, the position of the first document of its group (``join`` of
     keepers: one key column), by Ray Data: a hash aggregation of the keys (count and first
     position per key) finds the keys held more than once; a second pass over the keys gives
@@ -249,7 +275,7 @@ def _fixed_width(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return data.view(f"S{widths[0]}")
 
 
-def _pairs(join: GroupJoin, files: list[list[Path]], sizes: list[int]) -> np.ndarray:
+def _pairs(join: GroupJoin, files: list[list[Location]], sizes: list[int]) -> np.ndarray:
     """Candidate pairs by a Ray Data join (``join`` of pairs): every document's rows, grouped
     once to find the groups with more than one member, then again to pair those groups'
     members (each with the group's first ``join.representatives``, in position order). The

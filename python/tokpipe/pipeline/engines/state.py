@@ -15,9 +15,12 @@
     OUT/.tokpipe/global{k}/done.json         its stats (written last); scratch/ while it decides
     OUT/.tokpipe/pack/{w}.json        worker group w's final shards (written last), params.json
     OUT/.tokpipe/shuffle/             ``tokpipe tokenize``'s spilled key-range buckets
-    OUT/part-{w:05d}-*.parquet, OUT/rejected/..., OUT/errors.jsonl (merged here)
+    OUT/part-{w:05d}-*.parquet (or .jsonl[.gz|.zst]), OUT/rejected/..., OUT/errors.jsonl (merged here)
 
-(``{t}`` is the task's number in six digits.) Every unit of work writes its files first and
+(``{t}`` is the task's number in six digits.) The state folder may live elsewhere than
+``OUT/.tokpipe`` (``--staging-dir``: on local disk for an output in a bucket, by default), and
+either may be in object storage; the lock stays at ``OUT/.tokpipe/lock.json``, so two runs
+into one output exclude each other wherever their staging is. Every unit of work writes its files first and
 its marker last; :meth:`RunState.committed` says whether a marker and the files it lists
 are whole, so a killed run redoes exactly the units without one. :class:`RunState` holds
 only paths, so it travels to worker processes with the units. Files are touched through
@@ -26,7 +29,9 @@ only paths, so it travels to worker processes with the units. Files are touched 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -35,15 +40,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokpipe import storage
 from tokpipe.errors import PipelineError
 from tokpipe.pipeline import fs
+from tokpipe.storage import Location, RemotePath, location
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.engines.lock import RunLock
 from tokpipe.pipeline.readers import Task
-from tokpipe.pipeline.writers import hash_path
+from tokpipe.pipeline.writers import OUTPUT_FORMATS, hash_path, shard_suffix
 from tokpipe.pipeline.writers.manifest import ERRORS_NAME, REJECTED_DIR
 
-__all__ = ["RunState", "STATE_DIR", "READ_STATS", "Accept"]
+__all__ = ["RunState", "STATE_DIR", "READ_STATS", "Accept", "local_staging"]
 
 #: The state folder in an output folder.
 STATE_DIR = ".tokpipe"
@@ -62,21 +69,36 @@ _MAGIC = {".arrow": b"ARROW1", ".parquet": b"PAR1"}
 Accept = Callable[["RunState", int, dict[str, Any]], bool]
 
 
-class RunState:
-    """The state of the run in ``out`` (see the module docstring)."""
+def local_staging(out: Location) -> Location | None:
+    """Where the state of a run into ``out`` lives when no ``--staging-dir`` is given and the
+    engine can keep it on local disk: ``OUT/.tokpipe`` for a local output (None), a folder of
+    :func:`tokpipe.storage.cache_dir` named after the URL for one in a bucket, so the
+    staged documents are written once, locally, and only the final shards are uploaded; a
+    rerun on this machine resumes from it."""
+    if not isinstance(out, RemotePath):
+        return None
+    return storage.cache_dir() / "runs" / hashlib.sha256(str(out).encode()).hexdigest()[:16]
 
-    def __init__(self, out: str | os.PathLike[str]) -> None:
-        self.out = Path(out)
-        self.root = self.out / STATE_DIR
+
+class RunState:
+    """The state of the run in ``out`` (see the module docstring), kept in ``staging``
+    (default ``OUT/.tokpipe``). Either may be a path or a URL."""
+
+    def __init__(self, out: str | os.PathLike[str] | Location, staging: str | os.PathLike[str] | Location | None = None) -> None:
+        self.out: Location = location(out)
+        self.root: Location = location(staging) if staging is not None else self.out / STATE_DIR
 
     def __repr__(self) -> str:
-        return f"RunState({str(self.out)!r})"
+        return f"RunState({storage.redact(str(self.out))!r})"
 
     # -- The run: its lock, identity, tasks and inputs.
 
     def lock(self) -> RunLock:
         """The output folder's lock (not yet taken)."""
-        return RunLock(self.root / _LOCK, str(self.out))
+        return RunLock(self._lock_path(), storage.redact(str(self.out)))
+
+    def _lock_path(self) -> Location:
+        return self.out / STATE_DIR / _LOCK
 
     def exists(self) -> bool:
         return fs.exists(self.root)
@@ -110,14 +132,14 @@ class RunState:
             return
         for path, (size, mtime) in fs.read_json(recorded).items():
             try:
-                info = os.stat(path)
+                now_size, now_version = storage.version(path)
             except OSError as error:
                 raise PipelineError(f"{self.out} cannot resume: input {path} is gone or unreadable since the run "
                                     f"began ({error.strerror or error}); restore it, or start over with "
                                     "--overwrite") from None
-            if (info.st_size, info.st_mtime_ns) != (size, mtime):
+            if (now_size, now_version) != (size, mtime):
                 raise PipelineError(f"{self.out} cannot resume: input {path} changed since the run began "
-                                    f"(size {size:,} -> {info.st_size:,} bytes, or its modification time); "
+                                    f"(size {size:,} -> {now_size:,} bytes, or its modification time); "
                                     "restore it, or start over with --overwrite")
 
     def holds_anything(self) -> bool:
@@ -125,9 +147,10 @@ class RunState:
         return any(self._contents())
 
     def clear(self) -> None:
-        """Deletes what the output folder holds (``--overwrite``) but the lock this run holds."""
+        """Deletes what the output folder and the state folder hold (``--overwrite``) but the
+        lock this run holds."""
         for entry in list(self._contents()):
-            if fs.is_dir(entry) and not entry.is_symlink():
+            if fs.is_dir(entry) and not fs.is_link(entry):
                 fs.remove_tree(entry, ignore_errors=False)
             else:
                 fs.remove(entry)
@@ -135,33 +158,37 @@ class RunState:
     def discard_if_empty(self) -> None:
         """Removes the state folder if nothing is in it (a run refused before it began)."""
         fs.remove_empty_dir(self.root)
+        fs.remove_empty_dir(self.out / STATE_DIR)
 
-    def _contents(self) -> Iterator[Path]:
-        if not fs.is_dir(self.out):
-            return
-        for entry in fs.listing(self.out):
-            if entry.name == STATE_DIR and fs.is_dir(entry):
-                yield from (p for p in fs.listing(entry) if p.name != _LOCK)
-            else:
+    def _contents(self) -> Iterator[Location]:
+        """What the output and the state folder hold, but the lock."""
+        folders = [self.out / STATE_DIR, self.root]
+        if fs.is_dir(self.out):
+            for entry in fs.listing(self.out):
+                if entry in folders and fs.is_dir(entry):
+                    continue
                 yield entry
+        for folder in dict.fromkeys(folders):
+            if fs.is_dir(folder):
+                yield from (p for p in fs.listing(folder) if p != self._lock_path())
 
     # -- Segment k of a task: staged files, read errors, marker.
 
-    def _segment(self, k: int) -> Path:
+    def _segment(self, k: int) -> Location:
         return self.root / f"seg{k}"
 
-    def staging_dir(self, k: int, kind: str) -> Path:
+    def staging_dir(self, k: int, kind: str) -> Location:
         """Where segment ``k`` stages its ``kind`` ("kept" or "rejected") documents."""
         return self._segment(k) / kind
 
-    def staged_files(self, k: int, summary: dict[str, Any], kind: str) -> list[Path]:
+    def staged_files(self, k: int, summary: dict[str, Any], kind: str) -> list[Location]:
         """The ``kind`` files a task's marker in segment ``k`` lists, in order."""
         return [self.staging_dir(k, kind) / name for name in summary[f"{kind}_files"]]
 
-    def _marker(self, k: int, task: int) -> Path:
+    def _marker(self, k: int, task: int) -> Location:
         return self._segment(k) / f"{task:06d}.json"
 
-    def _errors(self, task: int) -> Path:
+    def _errors(self, task: int) -> Location:
         return self._segment(0) / f"{task:06d}.errors.jsonl"
 
     def summary(self, k: int, task: int) -> dict[str, Any]:
@@ -231,7 +258,7 @@ class RunState:
 
     # -- Global stage k: its decision and its verdict on each task.
 
-    def _global(self, k: int) -> Path:
+    def _global(self, k: int) -> Location:
         return self.root / f"global{k}"
 
     def decided(self, k: int) -> bool:
@@ -246,7 +273,11 @@ class RunState:
         fs.write_json(self._global(k) / _DONE, {"stats": stats})
 
     def decision_scratch(self, k: int) -> Path:
-        """Scratch space of global stage ``k``'s decision (emptied before and after)."""
+        """Scratch space of global stage ``k``'s decision (emptied before and after): local
+        disk, on the machine that decides, when the state is in object storage."""
+        if isinstance(self.root, RemotePath):
+            digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:16]
+            return Path(tempfile.gettempdir()) / f"tokpipe-scratch-{digest}" / f"global{k}"
         return self._global(k) / "scratch"
 
     def write_verdicts(self, k: int, task: int, verdicts: pa.RecordBatch) -> None:
@@ -255,7 +286,7 @@ class RunState:
 
     def verdicts(self, k: int, task: int) -> pa.Table:
         """Global stage ``k``'s verdict on each document of ``task``."""
-        return pq.read_table(self._global(k) / f"{task:06d}.parquet").combine_chunks()
+        return fs.read_parquet(self._global(k) / f"{task:06d}.parquet").combine_chunks()
 
     # -- The pack step: worker group w's final shards.
 
@@ -281,19 +312,27 @@ class RunState:
 
     def remove_group_shards(self, worker: int) -> None:
         """The final shards a group that did not finish may have left (they are redone)."""
-        for stale in [*fs.listing(self.out, f"part-{worker:05d}-*.parquet"),
-                      *fs.listing(self.out / REJECTED_DIR, f"part-{worker:05d}-*.parquet")]:
+        for stale in self._final_shards(f"part-{worker:05d}-*"):
             fs.remove(stale)
 
     def remove_shards_past(self, workers: int) -> None:
         """The final shards of groups ``workers`` and up: left by an earlier cut into more."""
-        for stale in [*fs.listing(self.out, "part-*.parquet"), *fs.listing(self.out / REJECTED_DIR, "part-*.parquet")]:
+        for stale in self._final_shards("part-*"):
             if int(stale.name.split("-")[1]) >= workers:
                 fs.remove(stale)
+
+    def _final_shards(self, pattern: str) -> list[Location]:
+        """The final shards in ``OUT`` and ``OUT/rejected`` whose names match ``pattern``, in
+        any output format (``.parquet``, ``.jsonl.gz``...)."""
+        suffixes = tuple(shard_suffix(name) for name in OUTPUT_FORMATS)
+        return [path for folder in (self.out, self.out / REJECTED_DIR) for path in fs.listing(folder, pattern)
+                if path.name.endswith(suffixes)]
 
     # -- tokpipe tokenize's shuffle.
 
     def shuffle_scratch(self) -> Path:
+        if not isinstance(self.root, Path):
+            raise PipelineError("tokpipe tokenize stages on local disk: give --staging-dir a local folder")
         return self.root / "shuffle"
 
     # -- What the run merges from every task.
@@ -328,14 +367,14 @@ class RunState:
         return errors, hashed
 
 
-def _input_stats(tasks: Sequence[Task]) -> dict[str, list[int]]:
+def _input_stats(tasks: Sequence[Task]) -> dict[str, list[int | str]]:
     """Each input file's size and modification time (ns), as the run first read them."""
-    stats: dict[str, list[int]] = {}
+    stats: dict[str, list[int | str]] = {}
     for t in tasks:
         if t.path not in stats:
             try:
-                info = os.stat(t.path)
+                size, version = storage.version(t.path)
             except OSError:
                 continue  # unreadable: its task reports it
-            stats[t.path] = [info.st_size, info.st_mtime_ns]
+            stats[t.path] = [size, version]
     return stats

@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokpipe import storage
+from tokpipe.pipeline import fs
 from tokpipe.pipeline.base import DUPLICATE_OF, GlobalStage, Stage, StageStats, split_rejected
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import TEXT
@@ -41,8 +43,9 @@ from tokpipe.pipeline.fields import conform
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, read_task
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
 from tokpipe.pipeline.readers.parquet import parquet_batches
-from tokpipe.pipeline.writers import ParquetShardWriter, ShardInfo
+from tokpipe.pipeline.writers import JsonlShardWriter, ParquetShardWriter, ShardInfo
 from tokpipe.pipeline.writers.manifest import REJECTED_DIR
+from tokpipe.storage import Location
 
 __all__ = ["run_segment_task", "pack_group", "Staging", "ParquetStaging", "StagingWriter", "staging_writer",
            "segments", "rewriters", "task_bytes", "task_label", "prefetched", "STAGED_KEY", "STAGING_SHARD"]
@@ -101,7 +104,7 @@ class ParquetStaging(Staging):
                 staging_writer(state.staging_dir(k, "rejected"), task))
 
 
-def staging_writer(directory: Path, task: int, file_format: str = "parquet") -> ParquetShardWriter:
+def staging_writer(directory: Location, task: int, file_format: str = "parquet") -> ParquetShardWriter:
     """A staging file writer: lz4 Parquet, or (``"arrow"``) uncompressed Arrow IPC for a
     consumer that memory-maps them. No sha256 and no fsync: nothing checks staging files
     against a digest, and the task's marker commits them (a killed run redoes the tasks
@@ -114,13 +117,10 @@ def staging_writer(directory: Path, task: int, file_format: str = "parquet") -> 
 
 def segments(config: PipelineConfig) -> list[tuple[list[StageSpec], StageSpec | None]]:
     """The stage list cut after each global stage: (document stages, the global stage or None)."""
-    from tokpipe.pipeline.stages import registered_stages
-
-    known = registered_stages()
     cut: list[tuple[list[StageSpec], StageSpec | None]] = []
     current: list[StageSpec] = []
     for spec in config.stages:
-        if known[spec.type].scope == "global":
+        if spec.stage_class().scope == "global":
             cut.append((current, spec))
             current = []
         else:
@@ -133,17 +133,14 @@ def rewriters(config: PipelineConfig) -> list[tuple[int, dict[str, Any]]]:
     """The stages that rewrite the documents rejected before them (``Stage.rewrites_rejected``),
     with their place in the stage list. Only stages whose class can say yes are built here:
     building others may load a model."""
-    from tokpipe.pipeline.stages import registered_stages
-
-    known = registered_stages()
     return [(place, {"type": spec.type, "params": spec.params}) for place, spec in enumerate(config.stages)
-            if known[spec.type].rewrites_rejected is not Stage.rewrites_rejected and spec.build().rewrites_rejected()]
+            if spec.stage_class().rewrites_rejected is not Stage.rewrites_rejected and spec.build().rewrites_rejected()]
 
 
 def task_bytes(task: Task) -> int:
     """The task's bytes of input (what progress counts)."""
     try:
-        end = task.end if task.end is not None else os.path.getsize(task.path)
+        end = task.end if task.end is not None else storage.version(task.path)[0]
     except OSError:
         return 0
     return max(0, end - task.start)
@@ -227,7 +224,7 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         verdicts = state.verdicts(k - 1, task.index) if deciding is not None else None
         offset = 0
         for path in state.staged_files(k - 1, previous, "kept"):
-            for batch in parquet_batches(pq.ParquetFile(path), reader.get("batch_rows", 1024)):
+            for batch in parquet_batches(fs.parquet_file(path), reader.get("batch_rows", 1024)):
                 if STAGED_KEY in batch.schema.names:
                     batch = batch.drop_columns([STAGED_KEY])
                 if verdicts is not None and deciding is not None:
@@ -342,20 +339,21 @@ def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage
 
 
 def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, shard_size: int,
-               kept_schema: pa.Schema, rejected_schema: pa.Schema) -> dict[str, Any]:
+               kept_schema: pa.Schema, rejected_schema: pa.Schema, output_format: str = "parquet") -> dict[str, Any]:
     """Worker group ``worker``'s final shards: its tasks' last-segment documents in task
-    order, and every segment's rejected documents, each cast to the run's one schema."""
+    order, and every segment's rejected documents, each cast to the run's one schema, in
+    ``output_format`` (``writers.OUTPUT_FORMATS``)."""
     last = segments - 1
 
     def staged(kind: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for t in tasks:
             for k in (range(segments) if kind == "rejected" else [last]):
                 for path in state.staged_files(k, state.summary(k, t), kind):
-                    for batch in parquet_batches(pq.ParquetFile(path), _PACK_ROWS):
+                    for batch in parquet_batches(fs.parquet_file(path), _PACK_ROWS):
                         yield conform(batch, schema)
 
-    with ParquetShardWriter(state.out, worker, shard_size, large_columns=(TEXT,)) as kept, \
-            ParquetShardWriter(state.out / REJECTED_DIR, worker, shard_size, large_columns=(TEXT,)) as rejected:
+    with _final_writer(state.out, worker, shard_size, output_format) as kept, \
+            _final_writer(state.out / REJECTED_DIR, worker, shard_size, output_format) as rejected:
         rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
                            for info in rejected.write(batch)]
         rejected_shards += rejected.close()
@@ -365,6 +363,14 @@ def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, sh
                "rejected": [asdict(s) for s in rejected_shards]}
     state.write_pack(worker, summary)
     return summary
+
+
+def _final_writer(directory: Location, worker: int, shard_size: int,
+                  output_format: str) -> ParquetShardWriter | JsonlShardWriter:
+    """The writer of a worker group's final shards in ``output_format``."""
+    if output_format == "parquet":
+        return ParquetShardWriter(directory, worker, shard_size, large_columns=(TEXT,))
+    return JsonlShardWriter(directory, worker, shard_size, output_format=output_format)
 
 
 def _row_groups(batches: Iterator[pa.RecordBatch], shard_size: int) -> Iterator[pa.RecordBatch]:

@@ -6,7 +6,9 @@ line a user reads when one of them dies or the disk fills.
   the run's process dies (``kill -9`` of the command left them running for most of an hour,
   holding memory and files), and when one of them is killed (by the kernel's out-of-memory
   killer, most often) the run fails with one line naming the task it was running, not a
-  ``BrokenProcessPool`` traceback.
+  ``BrokenProcessPool`` traceback. They are fresh interpreters that do not run the user's
+  main module again (:func:`worker_context`), and get the run's stage classes at their start
+  (``engines.shipping``).
 * :func:`run_unit` runs one work unit in any engine and turns the failures a user can act
   on (a strict-mode input error, a full disk) into a :class:`PipelineError` of one line.
 """
@@ -16,25 +18,29 @@ from __future__ import annotations
 import concurrent.futures as cf
 import ctypes
 import errno
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
 
 import pyarrow as pa
 
 from tokpipe.errors import CorpusError, PipelineError
 
-__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line"]
+__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line", "worker_context"]
 
 # Set in a worker by `_start_worker`: where it says which unit it starts (see WorkerPool).
 _journal: Any = None
+# Set in a worker by `_start_worker` when the run's stage classes failed to load there: the
+# first unit raises it, as one line the run reports (a failing initializer only breaks the pool).
+_start_error: PipelineError | None = None
 
 
 def keep_freed_memory() -> None:
@@ -80,6 +86,8 @@ def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", pla
     """Runs one work unit (``label`` names it in the pool's journal and in messages; ``place``
     is the output folder). A strict-mode input error and a full disk become the run's
     failure, in one line."""
+    if _start_error is not None:
+        raise _start_error
     _note(label)
     try:
         with disk_full_in_one_line(place, label or "a work unit"):
@@ -113,12 +121,21 @@ def _note(label: str) -> None:
         _journal.send((os.getpid(), label[:1000]))
 
 
-def _start_worker(workers: int, parent: int, journal: Any) -> None:
-    """A worker's set-up: its share of the cores, its journal, and its life bound to the
-    run's process (``parent``)."""
-    global _journal
+def _start_worker(workers: int, parent: int, journal: Any, stages: bytes | None = None) -> None:
+    """A worker's set-up: its share of the cores, its journal, its life bound to the run's
+    process (``parent``), and the run's stage classes (``stages``, from
+    ``shipping.stage_payload``)."""
+    global _journal, _start_error
     share_cores(workers)
     _journal = journal
+    if stages is not None:
+        from tokpipe.pipeline.engines.shipping import adopt_stages
+
+        try:
+            adopt_stages(stages)
+        except Exception as error:  # noqa: BLE001 - reported by the first unit, in one line
+            _start_error = PipelineError(f"a worker process could not load the run's stage classes: "
+                                         f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
     if sys.platform.startswith("linux"):
         # The kernel sends SIGKILL to this worker when the thread that started it exits,
         # which for the pool's workers is the run's main thread.
@@ -140,18 +157,62 @@ def _start_worker(workers: int, parent: int, journal: Any) -> None:
     threading.Thread(target=watch, name="tokpipe-parent-watch", daemon=True).start()
 
 
+# One swap of `sys.modules["__main__"]` at a time (see `_WorkerProcess`): two interleaved
+# swaps could leave the stand-in in place.
+_MAIN_SWAP = threading.Lock()
+
+
+class _WorkerProcess(SpawnProcess):
+    """A spawned process that does not run the user's main module again.
+
+    A spawned child normally re-runs the parent's main script (or module) before anything
+    else, so that what it defines can be unpickled there. A script that runs a pipeline at
+    its top level, with no ``if __name__ == "__main__":`` guard, then starts the run again in
+    every worker, which fails (``BrokenProcessPool``) after re-running whatever the script
+    did first; a guarded script still re-runs its top level (its imports, its data loading)
+    once per worker. A worker needs nothing from the main module: units are tokpipe's
+    functions, and the stage classes come with the pool (``engines.shipping``). So while
+    the child's start-up data is made (``spawn.get_preparation_data``, which reads
+    ``sys.modules["__main__"]`` for a ``__file__`` or ``__spec__``), the main module is
+    swapped for an empty one: the child then imports no main module."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        with _MAIN_SWAP:
+            main = sys.modules.get("__main__")
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            try:
+                return SpawnProcess._Popen(process_obj)
+            finally:
+                if main is not None:
+                    sys.modules["__main__"] = main
+
+
+class _WorkerContext(SpawnContext):
+    Process = _WorkerProcess
+
+
+def worker_context() -> SpawnContext:
+    """The multiprocessing context of tokpipe's worker processes: "spawn" (a fresh
+    interpreter: no threads or locks of the parent forked mid-use), without the user's
+    main module (see ``_WorkerProcess``)."""
+    return _WorkerContext()
+
+
 class WorkerPool:
     """``workers`` spawned worker processes that run work units (:func:`run_unit`). Each
     worker notes in a journal (a queue to this process) which unit it starts, so when one is
-    killed, :meth:`failure` can name that unit and how the worker died."""
+    killed, :meth:`failure` can name that unit and how the worker died. ``stages``: the
+    run's stage classes (``shipping.stage_payload``), which every worker adopts as it
+    starts."""
 
-    def __init__(self, workers: int) -> None:
-        context = multiprocessing.get_context("spawn")
+    def __init__(self, workers: int, stages: bytes | None = None) -> None:
+        context = worker_context()
         # The writing end stays open here too: the executor starts workers as units are
         # submitted, each given it anew. This process only reads.
         self._notes, self._journal = context.Pipe(duplex=False)
         self._executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                                initargs=(workers, os.getpid(), self._journal))
+                                                initargs=(workers, os.getpid(), self._journal, stages))
         self._running: dict[int, str] = {}
         self._processes: dict[int, Any] = {}
         # Read as it is written: a pipe holds 64 KB, and a worker whose note finds it full

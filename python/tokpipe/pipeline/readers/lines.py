@@ -21,11 +21,13 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
+import tempfile
 import zlib
 from collections import OrderedDict
 from typing import BinaryIO, Iterator, Optional
 
-from tokpipe import _core
+from tokpipe import _core, storage
 
 from .base import ErrorSink, Task
 
@@ -44,7 +46,7 @@ _STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 # (real path, size, mtime_ns) -> {offset of a line start: newlines before it}. Bounded: a
 # worker only ever needs the checkpoints of the few files it is reading.
-_checkpoints: OrderedDict[tuple[str, int, int], dict[int, int]] = OrderedDict()
+_checkpoints: OrderedDict[tuple[str, int, int | str], dict[int, int]] = OrderedDict()
 _MAX_CHECKPOINT_FILES = 64
 
 
@@ -86,16 +88,36 @@ def open_decompressed(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def _open_decompressed(path: str, compression: Optional[str]) -> BinaryIO:
-    if compression == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
     if compression == "zstd":
+        if storage.is_remote(path):
+            return io.BufferedReader(_spooled_zstd(path), buffer_size=1 << 20)  # type: ignore[return-value]
         return io.BufferedReader(_ZstdStream(path), buffer_size=1 << 20)  # type: ignore[return-value]
-    return open(path, "rb", buffering=1 << 20)
+    raw = storage.open_input(path)
+    if compression == "gzip":
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        stream.myfileobj = raw  # type: ignore[attr-defined]  # closed with the stream, as gzip.open does
+        return stream  # type: ignore[return-value]
+    return raw
 
 
-def _checkpoint_key(path: str) -> tuple[str, int, int]:
-    stat = os.stat(path)
-    return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+def _spooled_zstd(url: str) -> _ZstdStream:
+    """A remote zstd file, copied to a local temporary file first: the Rust decoder, which
+    bounds memory and catches truncation, reads files. The copy is unlinked once open (it
+    lives while the stream does), so a killed worker leaves nothing behind but in $TMPDIR
+    during the copy."""
+    fd, tmp = tempfile.mkstemp(prefix="tokpipe-input-", suffix=".zst")
+    os.close(fd)
+    try:
+        with storage.open_input(url) as source, open(tmp, "wb") as copy:
+            shutil.copyfileobj(source, copy, 8 << 20)
+        return _ZstdStream(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+def _checkpoint_key(path: str) -> tuple[str, int, int | str]:
+    size, version = storage.version(path)
+    return (path if storage.is_remote(path) else os.path.realpath(path), size, version)
 
 
 def _remember(path: str, offset: int, newlines: int) -> None:
@@ -111,7 +133,7 @@ def newlines_before(path: str, offset: int) -> int:
     known = _checkpoints.get(_checkpoint_key(path), {})
     base = max((at for at in known if at <= offset), default=0)
     count = known.get(base, 0)
-    with open(path, "rb", buffering=0) as f:
+    with storage.open_input(path) as f:
         f.seek(base)
         remaining = offset - base
         while remaining > 0:
@@ -167,7 +189,7 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
     with stream:
         if compression is None:
             try:
-                size = os.fstat(stream.fileno()).st_size
+                size = storage.open_size(stream)
             except OSError as error:
                 sink.report("", "unreadable_file", f"{type(error).__name__}: {error.strerror or error}")
                 return

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tokpipe.pipeline import fs
+
 from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Task
 
 __all__ = ["read_parquet", "parquet_batches"]
@@ -47,7 +49,7 @@ def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadErr
     """The documents of one Parquet file, as record batches (see the module docstring)."""
     sink = ErrorSink(task.path, options, on_error)
     try:
-        parquet = pq.ParquetFile(task.path)
+        parquet = fs.parquet_file(task.path)
     except (OSError, pa.ArrowException) as error:
         sink.report("", "unreadable_file", f"{type(error).__name__}: {error}")
         return

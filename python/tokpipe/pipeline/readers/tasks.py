@@ -14,7 +14,9 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import CorpusError
+from tokpipe.storage import RemotePath
 
 from .base import ErrorSink, ReadError, ReaderOptions, Task
 from .jsonl import read_jsonl
@@ -67,8 +69,11 @@ def plan_tasks(inputs: Sequence[Union[str, "os.PathLike[str]"]], options: Reader
     files: list[str] = []
     seen: set[str] = set()
     for given in inputs:
-        for path in _expand(os.fspath(given)):
-            key = os.path.realpath(path)
+        text = str(given) if isinstance(given, RemotePath) else os.fspath(given)
+        where = storage.location(text)
+        expanded = _expand_remote(text) if isinstance(where, RemotePath) else _expand(os.fspath(where) if storage.is_url(text) else text)
+        for path in expanded:
+            key = path if storage.is_remote(path) else os.path.realpath(path)
             if key not in seen:
                 seen.add(key)
                 files.append(path)
@@ -126,6 +131,49 @@ def _expand(given: str) -> list[str]:
             raise CorpusError(f"input pattern matches nothing: {given}")
         return files
     raise CorpusError(f"input does not exist: {given}")
+
+
+def _expand_remote(given: str) -> list[str]:
+    """The input files a URL names: one object, every object under a prefix (sorted, hidden
+    names and unknown suffixes skipped, as for a folder) or a glob's matches."""
+    where = storage.RemotePath(given)
+    fs = storage.filesystem(where.scheme)
+    try:
+        if _GLOB_CHARACTERS & set(where.key):
+            matches = sorted(fs.glob(where.key, detail=True).items())
+            if not matches:
+                raise CorpusError(f"input pattern matches nothing: {storage.redact(given)}")
+            files: list[str] = []
+            for key, info in matches:
+                if info.get("type") == "directory":
+                    files.extend(_walk_remote(fs, where.scheme, key))
+                elif format_of(key) is not None:
+                    files.append(f"{where.scheme}://{key}")
+            return files
+        try:
+            info = fs.info(where.key)
+        except FileNotFoundError:
+            raise CorpusError(f"input does not exist: {storage.redact(given)}") from None
+    except (CorpusError, storage.StorageError):
+        raise
+    except Exception as error:
+        raise storage.storage_error(error, where) from None
+    if info.get("type") == "directory":
+        return _walk_remote(fs, where.scheme, where.key)
+    if format_of(where.key) is None:
+        raise CorpusError(f"{storage.redact(given)}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
+    return [str(where)]
+
+
+def _walk_remote(fs: object, scheme: str, prefix: str) -> list[str]:
+    """The input files under a prefix, sorted (as :func:`_walk` for a folder)."""
+    prefix = prefix.rstrip("/")
+    found = []
+    for key in fs.find(prefix):  # type: ignore[attr-defined]
+        relative = key[len(prefix) + 1:] if key.startswith(prefix + "/") else key.rsplit("/", 1)[-1]
+        if not any(part.startswith(".") for part in relative.split("/")) and format_of(key) is not None:
+            found.append(f"{scheme}://{key}")
+    return sorted(found)
 
 
 def _walk(folder: str) -> list[str]:
@@ -269,7 +317,7 @@ def _ranges(path: str, options: ReaderOptions) -> list[tuple[int, Optional[int]]
     if not _splittable(path, options):
         return [(0, None)]
     try:
-        size = os.path.getsize(path)
+        size, _ = storage.version(path)
     except OSError:
         return [(0, None)]  # the reader reports it as unreadable
     if size <= options.task_bytes:
@@ -277,7 +325,7 @@ def _ranges(path: str, options: ReaderOptions) -> list[tuple[int, Optional[int]]
     # Cut every task_bytes, each cut moved forward to the next line start, so ranges never
     # split a line (the reader would cope, but aligned ranges make each worker's share exact).
     cuts = [0]
-    with open(path, "rb") as f:
+    with storage.open_input(path) as f:
         while True:
             cut = line_start_at_or_after(f, cuts[-1] + options.task_bytes)
             if cut >= size:

@@ -21,6 +21,8 @@ from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
 
+from tokpipe import storage
+
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task
 from .lines import UTF8_BOM, iter_lines
 
@@ -54,8 +56,8 @@ def read_text(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
 
 def _whole_file(task: Task, options: ReaderOptions, sink: ErrorSink) -> Iterator[tuple[int, bytes]]:
     try:
-        with open(task.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        with storage.open_input(task.path) as f:
+            size = storage.open_size(f)
             if size == 0:
                 sink.report("", "empty_file", "the file has no bytes")
                 return

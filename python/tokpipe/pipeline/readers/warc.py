@@ -33,16 +33,17 @@ standard library's gzip, and a failure there is reported after the last record r
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 from typing import Any, Callable, Iterator, Optional
 
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import CorpusError
 
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, utf8_size
+from .lines import open_decompressed
 
 __all__ = ["read_warc", "INSTALL_HINT"]
 
@@ -74,8 +75,8 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
     builder = BatchBuilder(options.batch_rows)
     documents = record_type.response | record_type.conversion
     try:
-        stream = open(task.path, "rb")
-        size = os.fstat(stream.fileno()).st_size
+        stream = storage.open_input(task.path)
+        size = storage.open_size(stream)
     except OSError as error:
         sink.report("", "unreadable_file", f"{type(error).__name__}: {error.strerror or error}")
         return
@@ -203,7 +204,7 @@ def _unbracket(uri: Optional[str]) -> Optional[str]:
 def _gzip_failure(path: str) -> Optional[str]:
     """Why the gzip stream of ``path`` is broken, or ``None`` when it decompresses cleanly."""
     try:
-        with gzip.open(path, "rb") as f:
+        with open_decompressed(path) as f:
             while f.read(_CHECK_CHUNK):
                 pass
     except (OSError, EOFError, zlib.error) as error:

@@ -13,7 +13,8 @@ Two detectors, both offline:
   letters gets no language (``und``, score 0). Lingua's confidences jitter in their last bits
   from call to call, so they are rounded to 6 decimals.
 - ``fasttext``: a fastText language-ID model given by ``model_path`` (such as ``lid.176.bin``,
-  the model datatrove's ``LanguageFilter`` uses; download it yourself), through
+  the model datatrove's ``LanguageFilter`` uses; download it yourself, or give its URL,
+  ``s3://...``, fetched once into tokpipe's cache), through
   ``fasttext-wheel``. Newlines are replaced by spaces (fastText reads one line), scores are
   clipped to [0, 1] (fastText's can pass 1 by a rounding error). fasttext-wheel's one-text
   ``predict`` fails under numpy 2 (``np.array(copy=False)``); its list ``predict``, the one
@@ -25,13 +26,13 @@ Install the detector with ``pip install 'tokpipe[language]'`` (Lingua) or
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokpipe import storage
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Stage, StageResult, register
 from tokpipe.pipeline.documents import TEXT, set_column
@@ -108,9 +109,13 @@ class LanguageFilter(Stage):
         else:
             if low_accuracy:
                 raise InvalidArgumentError("language: low_accuracy is Lingua's mode, not fastText's")
-            if model_path is None or not Path(model_path).is_file():
+            model_file = storage.local_file(model_path) if model_path is not None else None
+            if model_path is None or model_file is None:
+                shown = storage.redact(model_path) if storage.is_remote(model_path) else model_path
                 raise InvalidArgumentError(f"language: backend fasttext needs model_path, a fastText language-ID "
-                                           f"model file (such as lid.176.bin), not {model_path!r}")
+                                           f"model file (such as lid.176.bin), not {shown!r}")
+            # A remote model is read from its copy in tokpipe's cache, fetched here.
+            self._model_file = str(model_file)
         self.languages = list(languages) if languages is not None else None
         self.min_score = min_score
         self.backend = backend
@@ -157,7 +162,7 @@ class LanguageFilter(Stage):
             scores = np.round(scores, LINGUA_SCORE_DECIMALS)
         else:
             if self._detector is None:
-                self._detector = self._module.load_model(self.model_path)
+                self._detector = self._module.load_model(self._model_file)
             labels, probs = self._detector.predict(texts, k=1) if texts else ([], [])
             languages = np.array([lab[0].removeprefix("__label__") if lab else UNDETERMINED for lab in labels],
                                  dtype=object)
@@ -185,3 +190,6 @@ class LanguageFilter(Stage):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._module = _import(self.backend)
+        if self.backend == "fasttext":
+            # The copy may be on another machine, whose cache has its own path for the model.
+            self._model_file = str(storage.local_copy(self.model_path))

@@ -10,7 +10,9 @@ exactly as the ``kenlm`` module scores; the document's perplexity is ``10 ** (-s
 ``</s>`` per line. Use the tokenizer and normalisation the model was trained with.
 
 The scoring runs in Rust over the Arrow text buffers on all cores. The model is loaded once
-per process (stages are built per task) and shared.
+per process (stages are built per task) and shared. ``model``, ``tokenizer`` and ``sample``
+may be URLs (``s3://...``): they are fetched once into tokpipe's cache (``storage.local_copy``,
+keyed by URL and ETag) when the stage is built, and read from there.
 
 Buckets (column ``bucket``): ``head`` up to the first cutoff, ``middle`` up to the second,
 ``tail`` above, as CCNet assigns them (its cutoffs are the 30th and 60th percentiles of a
@@ -36,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.lm import LanguageModel, perplexity_of
 from tokpipe.pipeline.base import Stage, StageResult, register
@@ -59,8 +62,26 @@ _CACHE_LOCK = threading.Lock()
 def _file_key(path: str | None) -> tuple[Any, ...] | None:
     if path is None:
         return None
+    if storage.is_remote(path):
+        return (path, *storage.version(path))
     st = os.stat(path)
     return (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+def _shown(path: str) -> str:
+    return storage.redact(path) if storage.is_remote(path) else path
+
+
+def _is_file(path: str) -> bool:
+    """Whether the file or object exists (a tokenizer is checked, not fetched: GPT-2's pair
+    is two files, which ``Tokenizer.from_file`` fetches together)."""
+    if not storage.is_remote(path):
+        return Path(path).is_file()
+    try:
+        storage.version(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _cached(key: tuple[Any, ...], make: Any) -> Any:
@@ -125,10 +146,11 @@ class Perplexity(Stage):
     def __init__(self, model: str, tokenizer: str | None = None, max_perplexity: float | None = None,
                  normalize: bool = False, cutoffs: list[float] | None = None, sample: str | None = None,
                  sample_size: int = 10000, percentiles: Sequence[float] = (30.0, 60.0)) -> None:
-        if not Path(model).is_file():
-            raise InvalidArgumentError(f"perplexity: no model file at {model}")
-        if tokenizer is not None and not Path(tokenizer).is_file():
-            raise InvalidArgumentError(f"perplexity: no tokenizer file at {tokenizer}")
+        model_file = storage.local_file(model)
+        if model_file is None:
+            raise InvalidArgumentError(f"perplexity: no model file at {_shown(model)}")
+        if tokenizer is not None and not _is_file(tokenizer):
+            raise InvalidArgumentError(f"perplexity: no tokenizer file at {_shown(tokenizer)}")
         if max_perplexity is not None and not max_perplexity > 0:
             raise InvalidArgumentError(f"perplexity: max_perplexity must be positive, not {max_perplexity}")
         if cutoffs is not None and sample is not None:
@@ -137,8 +159,9 @@ class Perplexity(Stage):
             raise InvalidArgumentError(f"perplexity: cutoffs must be [head, tail] with 0 < head <= tail, not {cutoffs}")
         if len(percentiles) != 2 or not 0 <= percentiles[0] <= percentiles[1] <= 100:
             raise InvalidArgumentError(f"perplexity: percentiles must be two values in [0, 100], not {percentiles}")
-        if sample is not None and not Path(sample).is_file():
-            raise InvalidArgumentError(f"perplexity: no sample file at {sample}")
+        sample_file = storage.local_file(sample) if sample is not None else None
+        if sample is not None and sample_file is None:
+            raise InvalidArgumentError(f"perplexity: no sample file at {_shown(sample)}")
         if sample_size < 1:
             raise InvalidArgumentError(f"perplexity: sample_size must be at least 1, not {sample_size}")
         self.model = model
@@ -149,18 +172,20 @@ class Perplexity(Stage):
         self.sample = sample
         self.sample_size = int(sample_size)
         self.percentiles = [float(p) for p in percentiles]
-        model_key = ("model", _file_key(model), _file_key(tokenizer))
+        # Keyed by the local copy of a remote model: its cache path holds the object's ETag.
+        model_key = ("model", _file_key(str(model_file)), _file_key(tokenizer))
         self._lm: LanguageModel = _cached(model_key, lambda: LanguageModel.load(model, tokenizer))
         self._cutoffs: tuple[float, float] | None = tuple(self.cutoffs) if self.cutoffs else None  # type: ignore[assignment]
-        if sample is not None:
-            key = ("cutoffs", model_key, _file_key(sample), self.sample_size, normalize, tuple(self.percentiles))
-            self._cutoffs = _cached(key, self._sample_cutoffs)
+        if sample_file is not None:
+            key = ("cutoffs", model_key, _file_key(str(sample_file)), self.sample_size, normalize,
+                   tuple(self.percentiles))
+            self._cutoffs = _cached(key, lambda: self._sample_cutoffs(str(sample_file)))
 
-    def _sample_cutoffs(self) -> tuple[float, float]:
+    def _sample_cutoffs(self, sample_file: str) -> tuple[float, float]:
         assert self.sample is not None
-        texts = load_cutoffs_sample(self.sample, self.sample_size)
+        texts = load_cutoffs_sample(sample_file, self.sample_size)
         if not texts:
-            raise InvalidArgumentError(f"perplexity: the sample {self.sample} holds no documents")
+            raise InvalidArgumentError(f"perplexity: the sample {_shown(self.sample)} holds no documents")
         scores, lengths = self._lm.document_scores(texts, self.normalize)
         head, tail = np.percentile(perplexity_of(scores, lengths), self.percentiles)
         return float(head), float(tail)

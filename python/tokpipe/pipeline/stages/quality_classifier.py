@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, register
 from tokpipe.pipeline.documents import TEXT
@@ -43,14 +43,16 @@ class QualityClassifierFilter(GlobalStage):
     kind, in [0, 1]) and drops documents with reason ``low_quality``: those under
     ``threshold`` (kept at or above it), or, with ``top_fraction`` instead, all but the
     ``round(top_fraction * documents)`` best-scored documents of the run (ties kept in input
-    order). ``model`` is the model file."""
+    order). ``model`` is the model file, a path or a URL (fetched once into tokpipe's cache)."""
 
     name = "quality_classifier"
 
     def __init__(self, model: str | None = None, threshold: float | None = None,
                  top_fraction: float | None = None) -> None:
-        if model is None or not Path(model).is_file():
-            raise InvalidArgumentError(f"quality_classifier: model must be a quality model file, not {model!r}")
+        model_file = storage.local_file(model) if model is not None else None
+        if model is None or model_file is None:
+            shown = storage.redact(model) if storage.is_remote(model) else model
+            raise InvalidArgumentError(f"quality_classifier: model must be a quality model file, not {shown!r}")
         if (threshold is None) == (top_fraction is None):
             raise InvalidArgumentError("quality_classifier: give exactly one of threshold and top_fraction")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
@@ -59,17 +61,19 @@ class QualityClassifierFilter(GlobalStage):
             raise InvalidArgumentError(f"quality_classifier: top_fraction must be in [0, 1], not {top_fraction}")
         from tokpipe.quality import load_quality_classifier
 
-        # Loaded here so that a bad file fails when the config is read;
-        # load_quality_classifier caches it for the rest of the process.
+        # Loaded here so that a bad file fails when the config is read (named as given);
+        # load_quality_classifier caches it for the rest of the process, by the local file
+        # (a remote model's copy in tokpipe's cache) that scoring then names.
         load_quality_classifier(model)
         self.model = str(model)
+        self._model_file = str(model_file)
         self.threshold = threshold
         self.top_fraction = top_fraction
 
     def score(self, batch: pa.RecordBatch) -> np.ndarray:
         from tokpipe.quality import load_quality_classifier
 
-        return load_quality_classifier(self.model).score(batch.column(TEXT))
+        return load_quality_classifier(self._model_file).score(batch.column(TEXT))
 
     def key_type(self) -> pa.DataType:
         return pa.float64()

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tokpipe import storage
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.base import Stage, StageResult, register, split_rejected
 from tokpipe.pipeline.documents import TEXT, set_column
@@ -39,18 +40,23 @@ LENGTH = "length"
 #: GPT-2/tiktoken, Llama/T5/SentencePiece, BERT, and the generic name.
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "[SEP]", "<eos>", "<|end_of_text|>")
 
-_CACHE: dict[tuple[str, int, int], Tokenizer] = {}
+_CACHE: dict[tuple[str, int, int | str], Tokenizer] = {}
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     """:meth:`Tokenizer.from_file` of ``path`` (any tokenizer file tokpipe reads), cached per
     process by path, size and mtime."""
-    resolved = Path(path).resolve()
-    stat = resolved.stat()
-    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    name = os.fspath(path)
+    if storage.is_remote(name):
+        size, version = storage.version(name)
+        key = (name, size, version)
+    else:
+        resolved = Path(path).resolve()
+        stat = resolved.stat()
+        name, key = str(resolved), (str(resolved), stat.st_size, stat.st_mtime_ns)
     tokenizer = _CACHE.get(key)
     if tokenizer is None:
-        tokenizer = _CACHE[key] = Tokenizer.from_file(resolved)
+        tokenizer = _CACHE[key] = Tokenizer.from_file(name)
     return tokenizer
 
 
@@ -79,7 +85,7 @@ def ids_dtype(vocab_size: int) -> str:
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with storage.open_input(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -107,10 +113,24 @@ class Tokenize(Stage):
         # Checked now, so a bad file or a missing EOS is a config error before any work.
         loaded = load_tokenizer(tokenizer)
         self._eos = find_eos(loaded, eos_token) if append_eos else None
+        # A tokenizer given by URL is kept by the stage: looking it up in the cache again
+        # would cost a request (its ETag) per batch. Not pickled (it cannot be): a copy
+        # loads it again.
+        self._remote: Tokenizer | None = loaded if storage.is_remote(tokenizer) else None
 
     @property
     def _tokenizer(self) -> Tokenizer:
+        if self._remote is not None:
+            return self._remote
         return load_tokenizer(self.tokenizer)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_remote": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if storage.is_remote(self.tokenizer):
+            self._remote = load_tokenizer(self.tokenizer)
 
     @property
     def eos_id(self) -> int | None:

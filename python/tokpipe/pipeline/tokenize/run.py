@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tokpipe import __version__
-from tokpipe.errors import ConfigError
+from tokpipe import __version__, storage
+from tokpipe.errors import ConfigError, PipelineError
 from tokpipe.pipeline import fs
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.engines.base import Progress, RunOptions
@@ -98,7 +98,7 @@ def _expand_inputs(inputs: list[str]) -> list[str]:
     staging files)."""
     expanded: list[str] = []
     for given in inputs:
-        path = Path(given)
+        path = fs.location(given)
         if fs.is_dir(path) and fs.exists(path / MANIFEST_NAME):
             manifest = fs.read_json(path / MANIFEST_NAME)
             if manifest.get("format") == FORMAT:
@@ -126,7 +126,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
 def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions, run: RunOptions,
                      progress: Progress | None, executors: list[LocalExecutor]) -> TokenizeResult:
     progress = progress or (lambda update: None)
-    out = Path(out_dir)
+    final = fs.location(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
     # Batches of at least _ENCODE_BATCH_ROWS documents: each batch ends with encoding threads
     # waiting on the last run, then the staging write; 8 times fewer batches took 4% off the
@@ -137,11 +137,16 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     eos = find_eos(tokenizer, options.eos_token) if options.append_eos or options.pad_tail else None
     # `threads` is a speed knob, not part of what the run computes: it reaches the workers as
     # RAYON_NUM_THREADS (inherited when they start), so a resume may use another value.
-    config = PipelineConfig([StageSpec("tokenize", {"tokenizer": str(Path(options.tokenizer).resolve()),
+    tokenizer_name = options.tokenizer if storage.is_remote(options.tokenizer) else str(Path(options.tokenizer).resolve())
+    config = PipelineConfig([StageSpec("tokenize", {"tokenizer": tokenizer_name,
                                                     "append_eos": options.append_eos, "eos_token": options.eos_token,
                                                     "keep_text": False, "threads": None})])
-    executor = LocalExecutor(config, _expand_inputs(list(inputs)), out, run, progress=progress)
+    executor = LocalExecutor(config, _expand_inputs(list(inputs)), final, run, progress=progress)
     executors.append(executor)
+    # The splits are written to local disk (OUT itself, or for an OUT in object storage a
+    # folder of the run's local staging) and, in a bucket, uploaded file by file once whole,
+    # the manifest last: the bin writers append, which objects cannot.
+    out = final if isinstance(final, Path) else _local_output(executor.state.root)
     staging = IdsStaging()
     tasks = executor.plan()
     todo = executor.pending(0, tasks, staging)
@@ -150,7 +155,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     itemsize = np.dtype(dtype).itemsize
     params = {**options.global_params(), "shard_size": run.shard_size,
               "tokenizer_sha256": file_sha256(options.tokenizer)}
-    manifest_path = out / MANIFEST_NAME
+    manifest_path = final / MANIFEST_NAME
     previous: dict[str, Any] | None = None
     if fs.exists(manifest_path) and not todo:
         previous = fs.read_json(manifest_path)
@@ -164,6 +169,8 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
         fs.remove(manifest_path)
         for name in SPLITS:
             fs.remove_tree(out / name)
+            if out != final:
+                fs.remove_tree(final / name)
         splits = {name: Split(out, name, options, dtype, tokenizer.vocab_size, eos, run.shard_size)
                   for name in SPLITS}
         if not options.shuffle:
@@ -214,7 +221,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     ordered = {READ_STATS: stats[READ_STATS], **{k: v for k, v in stats.items() if k != READ_STATS}}
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "tokpipe_version": __version__,
-        "tokenizer": {"path": str(Path(options.tokenizer).resolve()), "sha256": params["tokenizer_sha256"],
+        "tokenizer": {"path": tokenizer_name, "sha256": params["tokenizer_sha256"],
                       "vocab_size": tokenizer.vocab_size, "eos_id": eos, "append_eos": options.append_eos},
         "dtype": dtype, "seq_len": options.seq_len, "pack": options.pack, "truncate": options.truncate,
         "pad_tail": options.pad_tail, "shuffle": options.shuffle, "seed": options.seed,
@@ -227,5 +234,18 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
         "files": sorted([{"path": ERRORS_NAME, "bytes": errors_digest[0], "sha256": errors_digest[1]},
                          *(entry for split in splits.values() for entry in split.files)], key=lambda e: e["path"]),
     }
+    if out != final:
+        for entry in manifest["files"]:
+            if entry["path"] != ERRORS_NAME:  # merged straight into OUT
+                fs.publish_copy(out / entry["path"], final / entry["path"])
+        fs.remove_tree(out)
     fs.write_json(manifest_path, manifest)
-    return TokenizeResult(out, manifest, ordered, len(todo))
+    return TokenizeResult(final, manifest, ordered, len(todo))
+
+
+def _local_output(root: fs.Location) -> Path:
+    """Where a run into object storage writes its splits before they are uploaded."""
+    if not isinstance(root, Path):
+        raise PipelineError("tokpipe tokenize writes its splits on local disk before uploading them: give "
+                            "--staging-dir a local folder")
+    return root / "output"

@@ -21,7 +21,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tokpipe import storage
+from tokpipe.pipeline import fs
 from tokpipe.pipeline.fs import temp_name
+from tokpipe.storage import Location
 
 __all__ = ["fsync_dir", "publish", "temp_name", "hash_file", "hash_path", "hash_in_background", "HashingWriter"]
 
@@ -50,8 +53,9 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def publish(tmp: Path, final: Path) -> tuple[int, str]:
-    """Flush ``tmp`` to disk, hash it, rename it to ``final``; return (size, sha256 hex).
+def publish(tmp: Path, final: Location) -> tuple[int, str]:
+    """Flush ``tmp`` to disk, hash it, put it in place at ``final`` (a rename, or an upload
+    to object storage: ``fs.publish``); return (size, sha256 hex).
 
     The hash is taken from the bytes on disk after the writer closed the file, in the same pass
     as the flush, so it describes exactly the published file.
@@ -59,9 +63,11 @@ def publish(tmp: Path, final: Path) -> tuple[int, str]:
     # "r+b" rather than "rb": fsync needs a writable descriptor on some platforms.
     with open(tmp, "r+b") as f:
         size, sha256 = hash_file(f)
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    fsync_dir(final.parent)
+        if isinstance(final, Path):
+            os.fsync(f.fileno())  # an upload is durable when it returns
+    fs.publish(tmp, final)
+    if isinstance(final, Path):
+        fsync_dir(final.parent)
     return size, sha256
 
 
@@ -75,9 +81,9 @@ def hash_file(f: BinaryIO) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def hash_path(path: Path) -> tuple[int, str]:
-    """(size, hex SHA-256) of the file at ``path``, read once in chunks."""
-    with open(path, "rb") as f:
+def hash_path(path: Location) -> tuple[int, str]:
+    """(size, hex SHA-256) of the file at ``path`` (local or remote), read once in chunks."""
+    with storage.open_input(path) as f:
         return hash_file(f)
 
 

@@ -3,9 +3,9 @@
 ``tokpipe clean``'s dataset manifest: ``OUT/manifest.json`` lists every shard with its rows,
 size and hash. It is written last, atomically, once every shard is published, so its presence
 means the run finished; ``verify_manifest`` then checks the folder against it (a shard
-missing, changed or truncated, a row count that disagrees with the Parquet footer, or a shard
-on disk that the manifest does not list). Shard paths are relative to ``OUT`` and use ``/``;
-rejected documents live under ``OUT/rejected/``.
+missing, changed or truncated, a row count that disagrees with the Parquet footer or with the
+lines of a JSON Lines shard, or a shard on disk that the manifest does not list). Shard paths
+are relative to ``OUT`` and use ``/``; rejected documents live under ``OUT/rejected/``.
 
 ``verify_tokenized`` checks a ``tokpipe tokenize`` folder against its manifest (which
 ``pipeline.tokenize`` writes) with the same file checks (``check_file``,
@@ -26,12 +26,16 @@ import pyarrow.parquet as pq
 
 from tokpipe import __version__
 from tokpipe.errors import FormatError, InvalidArgumentError
+from tokpipe.pipeline import fs
+from tokpipe.storage import Location, location
 from tokpipe.pipeline.writers._files import hash_path, publish, temp_name
+from tokpipe.pipeline.writers.jsonl import JSONL_FORMATS, OUTPUT_FORMATS, count_lines
 from tokpipe.pipeline.writers.megatron import MAGIC
 from tokpipe.pipeline.writers.parquet import ShardInfo
 
 __all__ = ["MANIFEST_NAME", "ERRORS_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
-           "verify_manifest", "check_file", "check_parquet_rows", "is_plain_relative", "verify_tokenized"]
+           "verify_manifest", "check_file", "check_parquet_rows", "check_jsonl_rows", "is_plain_relative",
+           "verify_tokenized"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -69,7 +73,7 @@ def write_manifest(
     ``out_dir/rejected`` (as their writers report them); both lists are stored sorted by path.
     ``extra`` adds top-level keys; it may not replace one of the keys set here.
     """
-    out = Path(out_dir)
+    out = location(out_dir)
     extra = dict(extra or {})
     clash = sorted(set(extra) & set(_KEYS))
     if clash:
@@ -102,7 +106,7 @@ def write_manifest(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
+    return path  # type: ignore[return-value]
 
 
 def _check_entries(path: Path, key: str, value: Any) -> None:
@@ -133,8 +137,8 @@ def read_manifest(out_dir: StrPath) -> dict[str, Any]:
     A missing file raises ``FileNotFoundError``; bad JSON, a missing or mistyped key, or an
     unknown format raises ``FormatError`` naming the file.
     """
-    path = Path(out_dir) / MANIFEST_NAME
-    raw = path.read_bytes()
+    path = location(out_dir) / MANIFEST_NAME
+    raw = fs.read_bytes(path)
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -159,14 +163,14 @@ def read_manifest(out_dir: StrPath) -> dict[str, Any]:
     return manifest
 
 
-def check_file(out: Path, rel: str, size: Optional[int], sha256: Optional[str]) -> list[str]:
+def check_file(out: Location, rel: str, size: Optional[int], sha256: Optional[str]) -> list[str]:
     """A published file (``rel`` from ``out``) against the size and sha256 a manifest records
     for it (``None``: not recorded, not checked): one line per problem, naming the file."""
     path = out / rel
-    if not path.is_file():
+    if not fs.is_file(path):
         return [f"{rel}: listed in the manifest but missing"]
     problems = []
-    on_disk = path.stat().st_size
+    on_disk = fs.size(path)
     if size is not None and on_disk != size:
         problems.append(f"{rel}: {on_disk} bytes on disk, manifest says {size}")
     if sha256:
@@ -176,29 +180,52 @@ def check_file(out: Path, rel: str, size: Optional[int], sha256: Optional[str]) 
     return problems
 
 
-def check_parquet_rows(out: Path, rel: str, expected: int, what: str = "rows") -> list[str]:
+def check_parquet_rows(out: Location, rel: str, expected: int, what: str = "rows") -> list[str]:
     """A Parquet file's row count, from its footer alone (no column data is read), against
     the manifest's ``expected`` (of ``what``); nothing for a missing file (``check_file``
     reports it)."""
     path = out / rel
-    if not path.is_file():
+    if not fs.is_file(path):
         return []
     try:
-        rows = pq.read_metadata(path).num_rows
+        with fs.parquet_file(path) as parquet:
+            rows = parquet.metadata.num_rows
     except Exception as e:  # noqa: BLE001 - any failure to parse the footer is the finding itself
         return [f"{rel}: not a readable Parquet file ({' '.join(str(e).split())[:200]})"]
     return [] if rows == expected else [f"{rel}: {rows} rows in the Parquet footer, manifest says {expected} {what}"]
 
 
+def check_jsonl_rows(out: Location, rel: str, expected: int) -> list[str]:
+    """A JSON Lines shard's rows (its lines, decompressed for ``.gz`` and ``.zst``; the
+    whole file is read) against the manifest's ``expected``; nothing for a missing file
+    (``check_file`` reports it)."""
+    path = out / rel
+    if not fs.is_file(path):
+        return []
+    try:
+        rows = count_lines(path)
+    except Exception as e:  # noqa: BLE001 - a stream that does not decompress is the finding itself
+        return [f"{rel}: not a readable JSON Lines file ({' '.join(str(e).split())[:200]})"]
+    return [] if rows == expected else [f"{rel}: {rows} lines in the file, manifest says {expected} rows"]
+
+
+def _check_shard_rows(out: Location, rel: str, expected: int) -> list[str]:
+    if any(rel.endswith(f".{name}") for name in JSONL_FORMATS):
+        return check_jsonl_rows(out, rel, expected)
+    return check_parquet_rows(out, rel, expected)
+
+
 def verify_manifest(out_dir: StrPath) -> list[str]:
     """Check ``out_dir`` against its manifest; return the problems found (``[]`` when all is well).
 
-    Reported: a listed shard missing, of the wrong size or sha256, or whose Parquet footer gives
-    another row count; a path listed twice; totals that disagree with the entries; and a
-    ``part-*.parquet`` in ``out_dir`` or ``out_dir/rejected`` that the manifest does not list.
+    Reported: a listed shard missing, of the wrong size or sha256, or whose Parquet footer (or,
+    for a JSON Lines shard, whose number of lines) gives another row count; a path listed
+    twice; totals that disagree with the entries; and a shard (``part-*.parquet``,
+    ``part-*.jsonl[.gz|.zst]``) in ``out_dir`` or ``out_dir/rejected`` that the manifest does
+    not list.
     A manifest that cannot be read raises as ``read_manifest`` does.
     """
-    out = Path(out_dir)
+    out = location(out_dir)
     manifest = read_manifest(out)
     problems: list[str] = []
     listed: set[str] = set()
@@ -209,15 +236,17 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
                 continue
             listed.add(entry["path"])
             problems += check_file(out, entry["path"], entry["bytes"], entry["sha256"])
-            problems += check_parquet_rows(out, entry["path"], entry["rows"])
+            problems += _check_shard_rows(out, entry["path"], entry["rows"])
     totals = manifest["totals"]
     for total, key, field in (("rows", "shards", "rows"), ("bytes", "shards", "bytes"),
                               ("rejected_rows", "rejected", "rows")):
         summed = sum(e[field] for e in manifest[key])
         if totals[total] != summed:
             problems.append(f"totals.{total} is {totals[total]}, the {key} entries sum to {summed}")
-    on_disk = [p.name for p in out.glob("part-*.parquet")]
-    on_disk += [f"{REJECTED_DIR}/{p.name}" for p in (out / REJECTED_DIR).glob("part-*.parquet")]
+    on_disk = set()
+    for name in OUTPUT_FORMATS:
+        on_disk |= {p.name for p in fs.listing(out, f"part-*.{name}")}
+        on_disk |= {f"{REJECTED_DIR}/{p.name}" for p in fs.listing(out / REJECTED_DIR, f"part-*.{name}")}
     for rel in sorted(on_disk):
         if rel not in listed:
             problems.append(f"{rel}: on disk but not listed in the manifest")
@@ -240,7 +269,7 @@ def _published_paths(manifest: dict[str, Any]) -> list[str]:
     return paths
 
 
-def _check_digest(out: Path, rel: str, entry: dict[str, Any], version: str) -> list[str]:
+def _check_digest(out: Location, rel: str, entry: dict[str, Any], version: str) -> list[str]:
     """A published file against its size and sha256 in the manifest; a file an older
     tokpipe recorded no sha256 for is "not verified", a problem too."""
     problems = check_file(out, rel, entry.get("bytes"), entry.get("sha256"))
@@ -262,7 +291,7 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
     it). A manifest from a tokpipe that recorded no digests (no ``files``) still has the
     shards' digests and the ``.bin``'s size checked; every other file is reported as "not
     verified", a problem: such a folder is never called verified."""
-    out = Path(out_dir)
+    out = location(out_dir)
     version = str(manifest.get("tokpipe_version"))
     problems: list[str] = []
     recorded: dict[str, dict[str, Any]] = {entry["path"]: entry for entry in manifest.get("files", [])}
@@ -287,8 +316,8 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
         problems.extend(check_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
         megatron = split.get("megatron")
         idx = f"{megatron['prefix']}.idx" if megatron is not None else ""
-        if megatron is not None and is_plain_relative(idx) and (out / idx).is_file():
-            with open(out / idx, "rb") as f:
+        if megatron is not None and is_plain_relative(idx) and fs.is_file(out / idx):
+            with fs.open_read(out / idx) as f:
                 header = f.read(34)
             if len(header) < 34 or header[:9] != MAGIC:
                 problems.append(f"{idx}: not a Megatron index")
@@ -296,8 +325,8 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
                 sequences, _ = struct.unpack("<QQ", header[18:34])
                 if sequences != megatron["documents"]:
                     problems.append(f"{idx}: {sequences} sequences, manifest says {megatron['documents']}")
-        if (out / name).is_dir():
-            for path in sorted((out / name).iterdir()):
+        if fs.is_dir(out / name):
+            for path in sorted(fs.listing(out / name)):
                 rel = f"{name}/{path.name}"
                 if not path.name.startswith(".") and rel not in paths:
                     problems.append(f"{rel}: on disk but not listed in the manifest")

@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 
 from tokpipe import __version__, _core
 from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
+from tokpipe.pipeline import fs
 from tokpipe.pipeline.writers._files import publish, temp_name
+from tokpipe.storage import Location, RemotePath, location
 
 __all__ = ["ShardInfo", "ParquetShardWriter", "shard_name"]
 
@@ -80,7 +82,7 @@ class ParquetShardWriter:
 
     def __init__(
         self,
-        directory: StrPath,
+        directory: Union[StrPath, RemotePath],
         worker: int,
         shard_size: int = 256 << 20,
         first_shard: int = 0,
@@ -98,8 +100,8 @@ class ParquetShardWriter:
             raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
         if file_format not in ("parquet", "arrow", "packed"):
             raise InvalidArgumentError(f"file_format must be parquet, arrow or packed, got {file_format!r}")
-        self._directory = Path(directory)
-        self._directory.mkdir(parents=True, exist_ok=True)
+        self._directory: Location = location(directory)
+        fs.make_dirs(self._directory)
         self._worker = worker
         self._shard_size = shard_size
         self._compression = compression
@@ -111,14 +113,14 @@ class ParquetShardWriter:
         self._closed = False
         # The open shard, if any: its Parquet writer, paths, schema, rows and Arrow size so far.
         self._writer: Optional[Union[pq.ParquetWriter, pa.ipc.RecordBatchFileWriter, PackedRowsFile]] = None
-        self._final: Optional[Path] = None
+        self._final: Optional[Location] = None
         self._tmp: Optional[Path] = None
         self._schema: Optional[pa.Schema] = None
         self._rows = 0
         self._size = 0
 
     @property
-    def directory(self) -> Path:
+    def directory(self) -> Location:
         """The folder the shards are written to."""
         return self._directory
 
@@ -237,7 +239,7 @@ class ParquetShardWriter:
                 size, sha256 = publish(tmp, final)
             else:
                 size, sha256 = tmp.stat().st_size, ""
-                os.replace(tmp, final)
+                fs.publish(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
