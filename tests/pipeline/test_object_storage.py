@@ -269,3 +269,15 @@ def test_storage_options_never_reach_outputs_or_messages(corpus: Path, bucket: s
     assert SECRET not in run.stderr + run.stdout
     bad = cli("clean", source, "-o", str(tmp_path / "x"), "--storage-option", "no-equals-sign")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_json_lines_shards_in_a_bucket_are_the_local_bytes(corpus: Path, bucket: str, tmp_path: Path) -> None:
+    source = upload(corpus, bucket, "in")
+    for out in (f"s3://{bucket}/out", str(tmp_path / "local")):
+        done = cli("clean", source, "-o", out, "--output-format", "jsonl.gz", "--shard-size", "20KB", "-q")
+        assert done.returncode == 0, done.stderr
+    theirs = remote_files(f"s3://{bucket}/out")
+    assert any(name.endswith(".jsonl.gz") for name in theirs)
+    assert theirs == local_files(tmp_path / "local")
+    verified = cli("stats", "--verify", f"s3://{bucket}/out")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

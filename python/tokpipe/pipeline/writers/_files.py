@@ -26,7 +26,7 @@ from tokpipe.pipeline import fs
 from tokpipe.pipeline.fs import temp_name
 from tokpipe.storage import Location
 
-__all__ = ["fsync_dir", "publish", "temp_name", "hash_file", "hash_path", "hash_in_background", "HashingWriter"]
+__all__ = ["fsync_dir", "publish", "put_in_place", "temp_name", "hash_file", "hash_path", "hash_in_background", "HashingWriter"]
 
 # Read size for hashing: large enough that per-call overhead vanishes next to the hash itself.
 _CHUNK = 1 << 20
@@ -63,12 +63,20 @@ def publish(tmp: Path, final: Location) -> tuple[int, str]:
     # "r+b" rather than "rb": fsync needs a writable descriptor on some platforms.
     with open(tmp, "r+b") as f:
         size, sha256 = hash_file(f)
-        if isinstance(final, Path):
-            os.fsync(f.fileno())  # an upload is durable when it returns
+        put_in_place(f, tmp, final)
+    return size, sha256
+
+
+def put_in_place(f: BinaryIO, tmp: Path, final: Location) -> None:
+    """Flushes ``tmp`` (open as ``f``, written) to disk, then puts it at ``final``
+    (``fs.publish``) and flushes the folder: durable locally; an upload is durable when it
+    returns, so a remote ``final`` needs neither flush."""
+    f.flush()
+    if isinstance(final, Path):
+        os.fsync(f.fileno())
     fs.publish(tmp, final)
     if isinstance(final, Path):
         fsync_dir(final.parent)
-    return size, sha256
 
 
 def hash_file(f: BinaryIO) -> tuple[int, str]:

@@ -65,7 +65,7 @@ import zstandard
 from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 from tokpipe.pipeline import fs
 from tokpipe.pipeline.fields import is_json
-from tokpipe.pipeline.writers._files import HashingWriter, fsync_dir
+from tokpipe.pipeline.writers._files import HashingWriter, put_in_place
 from tokpipe.pipeline.writers.parquet import ShardInfo, shard_name
 from tokpipe.storage import Location, RemotePath, location
 
@@ -442,15 +442,10 @@ class JsonlShardWriter:
         try:
             if stream is not hashing:
                 stream.close()  # the compressor's last block and trailer; the file stays open
-            raw.flush()
-            if isinstance(final, Path):
-                os.fsync(raw.fileno())  # as a Parquet shard is (an upload is durable when it returns)
             size, sha256 = hashing.size, hashing.hexdigest()
-            hashing.close()
             # An existing file of the same name (a rerun over the same folder) is replaced.
-            fs.publish(tmp, final)
-            if isinstance(final, Path):
-                fsync_dir(final.parent)
+            put_in_place(raw, tmp, final)
+            hashing.close()
         except BaseException:
             raw.close()
             tmp.unlink(missing_ok=True)
