@@ -7,8 +7,8 @@ a trainer's corpus) takes a URL too: ``s3://``, ``gs://``/``gcs://``, ``az://``/
 
 The one filesystem layer is fsspec: it is the only one of the three candidates (pyarrow.fs,
 fsspec, obstore) that reaches all five schemes (``hf://`` exists only as huggingface_hub's
-fsspec filesystem), and ``benches/RESULTS.md`` shows its reads, with the block size used
-here, keep up with the others. Each cloud's fsspec package is an optional extra
+fsspec filesystem), and ``benches/RESULTS.md`` shows its reads, with the block settings used
+here, keep up with the others once the reader works between reads, as the stages do. Each cloud's fsspec package is an optional extra
 (``tokpipe[s3]``, ``[gcs]``, ``[azure]``, ``[hf]``); without it the error names the extra.
 
 Credentials come from each cloud's own chain (environment, config files, instance roles): we
@@ -49,9 +49,11 @@ SCHEMES: dict[str, tuple[str, str, str]] = {
 }
 #: The environment variable that carries :func:`configure`'s options to worker processes.
 OPTIONS_VARIABLE = "TOKPIPE_STORAGE_OPTIONS"
-#: Read-ahead block of an input opened remotely: big enough that a line reader's 1 MiB reads
-#: cost one request per 8 MiB (measured in benches/RESULTS.md, "Object storage").
-READ_BLOCK = 8 << 20
+#: Block of an input opened remotely, fetched in the background while the reader works on the
+#: one before (two blocks kept): with 30 ms a request and the stages' work between reads, this
+#: read at 0.91 of local disk's speed where an 8 MiB read-ahead reached 0.63 (benches/RESULTS.md,
+#: "Object storage: the filesystem layer").
+READ_BLOCK = 16 << 20
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
@@ -263,15 +265,15 @@ def _fs_path(path: RemotePath) -> tuple[Any, str]:
 # -- Reading.
 
 def open_input(path: Union[str, os.PathLike[str], RemotePath], block_size: int = READ_BLOCK) -> IO[bytes]:
-    """A seekable binary file over ``path``: ``open`` for a local one, an fsspec file with a
-    read-ahead of ``block_size`` for a remote one (``FileNotFoundError`` when it is missing;
+    """A seekable binary file over ``path``: ``open`` for a local one, an fsspec file that
+    fetches ``block_size`` blocks ahead in the background for a remote one (``FileNotFoundError`` when it is missing;
     other failures as :func:`storage_error` words them)."""
     where = location(path)
     if isinstance(where, Path):
         return open(where, "rb", buffering=1 << 20)
     fs, key = _fs_path(where)
     try:
-        raw = fs.open(key, "rb", block_size=block_size, cache_type="readahead")
+        raw = fs.open(key, "rb", block_size=block_size, cache_type="background", cache_options={"maxblocks": 2})
     except FileNotFoundError:
         raise FileNotFoundError(2, "no such object", redact(str(where))) from None
     except Exception as error:
