@@ -25,17 +25,16 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Union
 
-from tokpipe.errors import ArgumentTypeError, InvalidArgumentError, StorageError
+from tokpipe.errors import ArgumentTypeError, InvalidArgumentError, StorageError, TokpipeError
 
-__all__ = ["RemotePath", "Location", "location", "is_remote", "is_url", "configure", "storage_options",
-           "filesystem", "open_input", "open_size", "version", "local_copy", "cache_dir", "upload", "storage_error", "redact",
-           "naming_urls", "local_file",
-           "OPTIONS_VARIABLE", "SCHEMES"]
+__all__ = ["RemotePath", "Location", "location", "is_remote", "is_url", "configure", "storage_options", "filesystem",
+           "calling", "is_pattern", "objects", "open_input", "open_size", "version", "local_copy", "cache_dir",
+           "upload", "storage_error", "redact", "naming_urls", "local_file", "OPTIONS_VARIABLE", "SCHEMES"]
 
 #: URL scheme -> (fsspec protocol, the module that implements it, tokpipe's extra).
 SCHEMES: dict[str, tuple[str, str, str]] = {
@@ -258,8 +257,23 @@ def _s3_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _fs_path(path: RemotePath) -> tuple[Any, str]:
-    return filesystem(path.scheme), path.key
+@contextmanager
+def calling(path: RemotePath) -> Iterator[tuple[Any, str]]:
+    """The filesystem and key of ``path``, for calls on it: a failure in the block leaves it
+    as the one-line error :func:`storage_error` makes of it (a missing object or bucket as
+    ``FileNotFoundError`` naming the URL, as a local error names its path)."""
+    fs = filesystem(path.scheme)
+    try:
+        yield fs, path.key
+    except Exception as error:
+        raise storage_error(error, path) from None
+
+
+def _version_token(info: dict[str, Any]) -> str:
+    """What changes when an object is rewritten, from its listing: its ETag (or hash, or
+    modification time, where the store gives no ETag)."""
+    token = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("LastModified") or info.get("mtime")
+    return str(token or "")
 
 
 # -- Reading.
@@ -271,13 +285,8 @@ def open_input(path: Union[str, os.PathLike[str], RemotePath], block_size: int =
     where = location(path)
     if isinstance(where, Path):
         return open(where, "rb", buffering=1 << 20)
-    fs, key = _fs_path(where)
-    try:
+    with calling(where) as (fs, key):
         raw = fs.open(key, "rb", block_size=block_size, cache_type="background", cache_options={"maxblocks": 2})
-    except FileNotFoundError:
-        raise FileNotFoundError(2, "no such object", redact(str(where))) from None
-    except Exception as error:
-        raise storage_error(error, where) from None
     # A buffered reader in front: fsspec files lack readline(limit), which the line readers
     # use, and small reads then cost no call into fsspec.
     return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[arg-type]
@@ -291,15 +300,47 @@ def version(path: Union[str, os.PathLike[str], RemotePath]) -> tuple[int, Union[
     if isinstance(where, Path):
         info = os.stat(where)
         return info.st_size, info.st_mtime_ns
-    fs, key = _fs_path(where)
-    try:
+    with calling(where) as (fs, key):
         info = fs.info(key)
-    except FileNotFoundError:
-        raise
-    except Exception as error:
-        raise storage_error(error, where) from None
-    token = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("LastModified") or info.get("mtime")
-    return int(info.get("size") or 0), str(token or "")
+    return int(info.get("size") or 0), _version_token(info)
+
+
+def is_pattern(text: str) -> bool:
+    """Whether ``text`` (a path or a URL) is a glob pattern: it holds ``*``, ``?`` or ``[``."""
+    return not {"*", "?", "["}.isdisjoint(text)
+
+
+def objects(where: RemotePath, keep: Callable[[str], bool]) -> dict[str, dict[str, Any]]:
+    """The objects a URL names, by key (sorted), with their listing details (``size``...):
+    the object itself, whatever its name; every object under a prefix that ``keep`` takes and
+    whose path below the prefix has no hidden (dot) name, as a local folder is walked; or a
+    glob's matches, a prefix among them walked the same way and an object kept if ``keep``
+    takes it. ``FileNotFoundError`` when nothing is there (for a glob: it matches nothing)."""
+    with calling(where) as (fs, key):
+        if is_pattern(key):
+            matches = fs.glob(key, detail=True)
+            if not matches:
+                raise FileNotFoundError(2, "the pattern matches nothing", key)
+            found: dict[str, dict[str, Any]] = {}
+            for match, info in matches.items():
+                if info.get("type") == "directory":
+                    found.update(_under(fs, match, keep))
+                elif keep(match):
+                    found[match] = info
+        else:
+            info = fs.info(key)
+            found = _under(fs, key, keep) if info.get("type") == "directory" else {key: info}
+    return dict(sorted(found.items()))
+
+
+def _under(fs: Any, prefix: str, keep: Callable[[str], bool]) -> dict[str, dict[str, Any]]:
+    prefix = prefix.rstrip("/")
+    found = {}
+    for key, info in fs.find(prefix, detail=True).items():
+        below = key[len(prefix) + 1:] if key.startswith(prefix + "/") else key.rsplit("/", 1)[-1]
+        if not any(part.startswith(".") for part in below.split("/")) and keep(key):
+            found[key] = info
+    return found
 
 
 def open_size(f: IO[bytes]) -> int:
@@ -326,25 +367,22 @@ def local_copy(path: Union[str, os.PathLike[str], RemotePath]) -> Path:
     where = location(path)
     if isinstance(where, Path):
         return where
-    fs, key = _fs_path(where)
-    try:
+    with calling(where) as (fs, key):
         info = fs.info(key)
-    except Exception as error:
-        raise storage_error(error, where) from None
     if info.get("type") == "directory":
         raise StorageError(f"{redact(str(where))} is a folder, not a file")
-    version = f"{info.get('ETag') or info.get('etag') or info.get('md5Hash') or info.get('mtime', '')}:{info.get('size')}"
-    digest = hashlib.sha256(f"{where}\0{version}".encode()).hexdigest()[:24]
+    digest = hashlib.sha256(f"{where}\0{_version_token(info)}:{info.get('size')}".encode()).hexdigest()[:24]
     target = cache_dir() / "objects" / digest / where.name
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        fs.get_file(key, str(tmp))
-    except Exception as error:
+        with calling(where) as (fs, key):
+            fs.get_file(key, str(tmp))
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        raise storage_error(error, where) from None
+        raise
     os.replace(tmp, target)
     return target
 
@@ -354,11 +392,8 @@ def local_copy(path: Union[str, os.PathLike[str], RemotePath]) -> Path:
 def upload(local: Path, path: RemotePath) -> None:
     """Puts the local file ``local`` at ``path``. One PUT (or a multipart upload, completed in
     one call) makes the object appear whole or not at all: the stand-in for a rename."""
-    fs, key = _fs_path(path)
-    try:
+    with calling(path) as (fs, key):
         fs.put_file(str(local), key)
-    except Exception as error:
-        raise storage_error(error, path) from None
 
 
 # -- Errors.
@@ -376,10 +411,11 @@ def redact(text: str) -> str:
 def storage_error(error: BaseException, where: Location) -> Exception:
     """A one-line error for a failed object-storage call on ``where``: a missing object or
     bucket as ``FileNotFoundError``, refused access as ``PermissionError``, missing
-    credentials and the rest as :class:`StorageError`; never a credential in the text."""
+    credentials and the rest as :class:`StorageError`; never a credential in the text. A
+    tokpipe error raised inside a :func:`calling` block passes as it is."""
     name = redact(str(where))
-    if isinstance(error, StorageError):
-        return error
+    if isinstance(error, (TokpipeError, FileExistsError)):
+        return error  # tokpipe's own, already worded; or a conditional put refused (the lock)
     kind = type(error).__name__
     text = redact(" ".join(str(error).split()))[:300]
     if kind in ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",

@@ -12,6 +12,10 @@ each counted by the same Rust readers as a local corpus (so the trainer sees the
 and gives the same tokenizer), then deleted; the next group downloads while one is counted.
 Local disk holds two groups at most. Remote Parquet files are streamed through pyarrow, as
 local ones are read. Reports and errors name the URLs.
+
+Why one module of over 500 lines: the three trainers share one corpus feed (files, folders,
+globs, URLs, iterables, Parquet batches, the report), and the remote groups are only a way of
+feeding the same counter; split off, the feed would be one caller's helper in another module.
 """
 
 from __future__ import annotations
@@ -59,7 +63,6 @@ DOWNLOAD_GROUP_BYTES = 1 << 30
 # Files of a group downloaded at once: object stores serve parallel requests far faster than
 # one after the other, most of all for small files.
 _DOWNLOADS = 8
-_GLOB_CHARACTERS = frozenset("*?[")
 
 
 @dataclass
@@ -125,45 +128,20 @@ def _remote_files(where: RemotePath, sizes: dict[RemotePath, int]) -> list[Locat
     """The training files a URL names: the object, the objects under a prefix (as a local
     folder is walked), or those a glob matches (folders among them walked, files of
     :data:`TRAINING_SUFFIXES` kept)."""
-    fs = storage.filesystem(where.scheme)
-    found: dict[str, dict[str, Any]] = {}
+    def training_file(key: str) -> bool:
+        return key.lower().endswith(TRAINING_SUFFIXES) and not key.rsplit("/", 1)[-1].startswith(".")
+
     try:
-        if _GLOB_CHARACTERS & set(where.key):
-            matches = fs.glob(where.key, detail=True)
-            if not matches:
-                raise CorpusError(f"{_shown(where)}: no such file or folder (the pattern matches nothing)")
-            for key, info in matches.items():
-                if info.get("type") == "directory":
-                    found.update(_walk_remote(fs, key))
-                elif key.lower().endswith(TRAINING_SUFFIXES) and not key.rsplit("/", 1)[-1].startswith("."):
-                    found[key] = info
-        else:
-            try:
-                info = fs.info(where.key)
-            except FileNotFoundError:
-                raise CorpusError(f"{_shown(where)}: no such file or folder") from None
-            if info.get("type") == "directory":
-                found.update(_walk_remote(fs, where.key))
-            else:
-                found[where.key] = info
-    except CorpusError:
-        raise
-    except Exception as error:
-        raise storage.storage_error(error, where) from None
+        found = storage.objects(where, training_file)
+    except FileNotFoundError:
+        pattern = " (the pattern matches nothing)" if storage.is_pattern(where.key) else ""
+        raise CorpusError(f"{_shown(where)}: no such file or folder{pattern}") from None
     files: list[Location] = []
-    for key in sorted(found):
+    for key, info in found.items():
         url = RemotePath(f"{where.scheme}://{key}")
-        sizes[url] = int(found[key].get("size") or 0)
+        sizes[url] = int(info.get("size") or 0)
         files.append(url)
     return files
-
-
-def _walk_remote(fs: Any, prefix: str) -> dict[str, dict[str, Any]]:
-    """The training files under a prefix, with their listing details."""
-    prefix = prefix.rstrip("/")
-    return {key: info for key, info in fs.find(prefix, detail=True).items()
-            if not any(part.startswith(".") for part in key[len(prefix) + 1:].split("/"))
-            and key.lower().endswith(TRAINING_SUFFIXES)}
 
 
 def _shown(path: Location) -> str:
@@ -541,11 +519,8 @@ def _groups(files: list[RemotePath], sizes: dict[RemotePath, int]) -> Iterator[l
 
 def _download(url: RemotePath, local: Path) -> None:
     local.parent.mkdir(parents=True, exist_ok=True)
-    fs = storage.filesystem(url.scheme)
-    try:
-        fs.get_file(url.key, os.fspath(local))
-    except Exception as error:
-        raise storage.storage_error(error, url) from None
+    with storage.calling(url) as (fs, key):
+        fs.get_file(key, os.fspath(local))
 
 
 def _url_of(copies: dict[str, str], name: str) -> str:

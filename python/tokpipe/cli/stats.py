@@ -47,7 +47,7 @@ def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -
     from tokpipe.pipeline.tokenize import read_tokenized_manifest
     from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest, verify_manifest
 
-    out = fs.location(output)
+    out = storage.location(output)
     if isinstance(out, RemotePath) and not fs.exists(out / MANIFEST_NAME):
         # Said here, with the URL: a bucket has no folders for click to find missing.
         raise FileNotFoundError(2, "no manifest.json here (not a finished tokpipe clean or tokenize output "

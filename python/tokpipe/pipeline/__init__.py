@@ -240,10 +240,11 @@ def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any
 
     from tokpipe.pipeline import fs
     from tokpipe.pipeline.writers import read_manifest
+    from tokpipe.storage import RemotePath, location
 
-    where = fs.location(out_dir)
+    where = location(out_dir)
     manifest = read_manifest(where)
     paths = [where / entry["path"] for entry in manifest["rejected" if rejected else "shards"]]
-    if isinstance(where, fs.RemotePath):  # read through the one filesystem layer
+    if isinstance(where, RemotePath):  # read through the one filesystem layer
         return pads.dataset([p.key for p in paths], format="parquet", filesystem=fs.arrow_filesystem(where))
     return pads.dataset([str(p) for p in paths], format="parquet")

@@ -34,12 +34,10 @@ import pyarrow.parquet as pq
 from tokpipe import storage
 from tokpipe.storage import Location, RemotePath
 
-__all__ = ["temp_name", "atomic", "publish", "publish_copy", "write_json", "read_json", "write_text", "read_text", "read_bytes", "is_file", "exists", "is_dir",
-           "size", "read_ends", "make_dirs", "listing", "remove", "remove_tree", "remove_empty_dir", "open_read",
-           "parquet_file", "read_parquet", "read_schema", "is_link", "location", "Location", "RemotePath", "arrow_filesystem"]
-
-#: ``tokpipe.storage.location``: a local path or an object-storage URL as a location.
-location = storage.location
+__all__ = ["temp_name", "atomic", "publish", "publish_copy", "write_json", "read_json", "write_text", "read_text",
+           "read_bytes", "is_file", "exists", "is_dir", "is_link", "size", "read_ends", "make_dirs", "listing", "remove",
+           "remove_tree", "remove_empty_dir", "open_read", "parquet_file", "read_parquet", "read_schema",
+           "arrow_filesystem"]
 
 
 def temp_name(final: Location) -> Path:
@@ -129,21 +127,21 @@ def read_text(path: Location) -> str:
 
 def read_bytes(path: Location) -> bytes:
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             return fs.cat_file(key)  # type: ignore[no-any-return]
     return path.read_bytes()
 
 
 def is_file(path: Location) -> bool:
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             return bool(fs.isfile(key))
     return path.is_file()
 
 
 def exists(path: Location) -> bool:
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             return bool(fs.exists(key))
     return path.exists()
 
@@ -151,7 +149,7 @@ def exists(path: Location) -> bool:
 def is_dir(path: Location) -> bool:
     """Whether ``path`` is a folder (for object storage: a prefix with objects under it)."""
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             return bool(fs.isdir(key))
     return path.is_dir()
 
@@ -164,16 +162,17 @@ def is_link(path: Location) -> bool:
 def size(path: Location) -> int:
     """The file's size in bytes (``OSError`` when it cannot be read)."""
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             return int(fs.size(key))
     return path.stat().st_size
 
 
-def read_ends(path: Location, n: int) -> tuple[bytes, bytes]:
-    """The first and the last ``n`` bytes of a file (for magic bytes)."""
+def read_ends(path: Location, n: int, total: Union[int, None] = None) -> tuple[bytes, bytes]:
+    """The first and the last ``n`` bytes of a file (for magic bytes). ``total``: its size,
+    when the caller has it (for an object, that spares a request)."""
     if isinstance(path, RemotePath):
-        total = size(path)
-        with _remote(path) as (fs, key):
+        total = size(path) if total is None else total
+        with storage.calling(path) as (fs, key):
             return fs.cat_file(key, 0, n), fs.cat_file(key, max(total - n, 0), total)
     with open(path, "rb") as f:
         head = f.read(n)
@@ -189,7 +188,7 @@ def open_read(path: Location) -> IO[bytes]:
 def parquet_file(path: Union[str, Location]) -> pq.ParquetFile:
     """``path`` (a location, or a path or URL as text) as a
     :class:`pyarrow.parquet.ParquetFile`, local or remote; closing it closes its source."""
-    where = location(path)
+    where = storage.location(path)
     if isinstance(where, RemotePath):
         return pq.ParquetFile(where.key, filesystem=arrow_filesystem(where))
     return pq.ParquetFile(where)
@@ -235,7 +234,7 @@ def listing(directory: Location, pattern: str = "*") -> Any:
     """The entries of ``directory`` whose names match ``pattern`` (a glob; nothing when the
     folder does not exist)."""
     if isinstance(directory, RemotePath):
-        with _remote(directory) as (fs, key):
+        with storage.calling(directory) as (fs, key):
             try:
                 names = fs.ls(key, detail=False)
             except FileNotFoundError:
@@ -252,7 +251,7 @@ def listing(directory: Location, pattern: str = "*") -> Any:
 def remove(path: Location) -> None:
     """Removes a file (or a symbolic link); nothing when it is not there."""
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             try:
                 fs.rm_file(key)
             except FileNotFoundError:
@@ -265,7 +264,7 @@ def remove_tree(path: Location, ignore_errors: bool = True) -> None:
     """Removes a folder and everything in it; nothing when it is not there. With
     ``ignore_errors`` False, what cannot be removed raises."""
     if isinstance(path, RemotePath):
-        with _remote(path) as (fs, key):
+        with storage.calling(path) as (fs, key):
             try:
                 fs.rm(key, recursive=True)
             except FileNotFoundError:
@@ -284,17 +283,3 @@ def remove_empty_dir(path: Location) -> None:
     folders)."""
     if isinstance(path, Path) and path.is_dir() and not any(path.iterdir()):
         path.rmdir()
-
-
-@contextmanager
-def _remote(path: RemotePath) -> Iterator[tuple[Any, str]]:
-    """The filesystem and key of ``path``; a failure other than a missing object becomes the
-    one-line error ``storage.storage_error`` words."""
-    fs = storage.filesystem(path.scheme)
-    try:
-        yield fs, path.key
-    except FileNotFoundError:
-        # fsspec's names the key alone: name the URL, as a local error names the path.
-        raise FileNotFoundError(2, "no such object", storage.redact(str(path))) from None
-    except Exception as error:
-        raise storage.storage_error(error, path) from None

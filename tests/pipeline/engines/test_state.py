@@ -284,3 +284,31 @@ def test_check_inputs_refuses_inputs_changed_since_the_run_began(tmp_path: Path)
     # A run begun by an older tokpipe recorded no inputs: nothing to check.
     (tmp_path / "out" / ".tokpipe" / "inputs.json").unlink()
     state.check_inputs()
+
+
+def test_work_units_count_the_input_sizes_recorded_at_the_start(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress weighs each task by its file's size as the run recorded it: no ``stat`` per
+    task and segment (a request each, for a file in a bucket)."""
+    from tokpipe import storage
+    from tokpipe.pipeline.config import parse_config
+    from tokpipe.pipeline.engines import LocalExecutor, RunOptions
+    from tokpipe.pipeline.engines.units import ParquetStaging
+
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    files[0].write_text('{"text": "one"}\n', encoding="utf-8")
+    files[1].write_text('{"text": "two two"}\n{"text": "three"}\n', encoding="utf-8")
+    executor = LocalExecutor(parse_config({"stages": [{"type": "normalize"}]}), [str(p) for p in files],
+                             tmp_path / "out", RunOptions())
+    tasks = executor.plan()
+    try:
+        assert executor.state.input_sizes() == {str(p): p.stat().st_size for p in files}
+
+        def no_stat(path: object) -> None:
+            raise AssertionError(f"{path} was looked up again")
+
+        monkeypatch.setattr(storage, "version", no_stat)
+        units = executor.segment_units(0, tasks, ParquetStaging())
+        assert [u.size for u in units] == [p.stat().st_size for p in files]
+    finally:
+        executor.release()

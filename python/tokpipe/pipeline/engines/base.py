@@ -249,8 +249,10 @@ class Executor:
         first = sum(len(specs) + (closing is not None) for specs, closing in self.segments[:k])
         reader = asdict(self.options.reader)
         reader["strict"] = self.options.strict
+        sizes = self.state.input_sizes()
         return [WorkUnit(run_segment_task, (self.state, k, t, (documents, spec(global_spec)), previous_global, reader,
-                                            staging, first, self._rewriters), task_label(t), task_bytes(t))
+                                            staging, first, self._rewriters), task_label(t),
+                         task_bytes(t, sizes.get(t.path)))
                 for t in tasks]
 
     # -- tokpipe clean.

@@ -93,14 +93,8 @@ def _read_json(path: Location) -> dict[str, Any]:
 
 def _create_remote(path: RemotePath, text: str) -> None:
     """Puts ``text`` at ``path`` only if no object is there (``FileExistsError`` else)."""
-    filesystem = storage.filesystem(path.scheme)
-    try:
-        with filesystem.open(path.key, "xb") as f:
-            f.write(text.encode("utf-8"))
-    except FileExistsError:
-        raise
-    except Exception as error:
-        raise storage.storage_error(error, path) from None
+    with storage.calling(path) as (filesystem, key), filesystem.open(key, "xb") as f:
+        f.write(text.encode("utf-8"))
 
 
 def _alive(pid: int, start: str) -> bool:

@@ -123,6 +123,14 @@ class RunState:
         """The tasks planned when the run began."""
         return [Task(**t) for t in fs.read_json(self.root / _TASKS)]
 
+    def input_sizes(self) -> dict[str, int]:
+        """Each input file's size as the run recorded it when it began (none for a run begun
+        by an older tokpipe, or a file unreadable then)."""
+        recorded = self.root / _INPUTS
+        if not fs.exists(recorded):
+            return {}
+        return {path: size for path, (size, _) in fs.read_json(recorded).items()}
+
     def check_inputs(self) -> None:
         """Refuses to resume over inputs that changed since the run began: the output would
         mix documents of the old and the new file. (A run begun by an older tokpipe recorded
@@ -130,16 +138,16 @@ class RunState:
         recorded = self.root / _INPUTS
         if not fs.exists(recorded):
             return
-        for path, (size, mtime) in fs.read_json(recorded).items():
+        for path, (size, version) in fs.read_json(recorded).items():
             try:
                 now_size, now_version = storage.version(path)
             except OSError as error:
                 raise PipelineError(f"{self.out} cannot resume: input {path} is gone or unreadable since the run "
                                     f"began ({error.strerror or error}); restore it, or start over with "
                                     "--overwrite") from None
-            if (now_size, now_version) != (size, mtime):
+            if (now_size, now_version) != (size, version):
                 raise PipelineError(f"{self.out} cannot resume: input {path} changed since the run began "
-                                    f"(size {size:,} -> {now_size:,} bytes, or its modification time); "
+                                    f"(size {size:,} -> {now_size:,} bytes, or its modification time or ETag); "
                                     "restore it, or start over with --overwrite")
 
     def holds_anything(self) -> bool:
@@ -240,7 +248,7 @@ class RunState:
                 if fs.size(path) != size:
                     return False
                 magic = _MAGIC.get(path.suffix)
-                if magic is not None and fs.read_ends(path, len(magic)) != (magic, magic):
+                if magic is not None and fs.read_ends(path, len(magic), size) != (magic, magic):
                     return False
             except OSError:
                 return False

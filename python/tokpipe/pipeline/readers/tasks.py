@@ -137,43 +137,15 @@ def _expand_remote(given: str) -> list[str]:
     """The input files a URL names: one object, every object under a prefix (sorted, hidden
     names and unknown suffixes skipped, as for a folder) or a glob's matches."""
     where = storage.RemotePath(given)
-    fs = storage.filesystem(where.scheme)
     try:
-        if _GLOB_CHARACTERS & set(where.key):
-            matches = sorted(fs.glob(where.key, detail=True).items())
-            if not matches:
-                raise CorpusError(f"input pattern matches nothing: {storage.redact(given)}")
-            files: list[str] = []
-            for key, info in matches:
-                if info.get("type") == "directory":
-                    files.extend(_walk_remote(fs, where.scheme, key))
-                elif format_of(key) is not None:
-                    files.append(f"{where.scheme}://{key}")
-            return files
-        try:
-            info = fs.info(where.key)
-        except FileNotFoundError:
-            raise CorpusError(f"input does not exist: {storage.redact(given)}") from None
-    except (CorpusError, storage.StorageError):
-        raise
-    except Exception as error:
-        raise storage.storage_error(error, where) from None
-    if info.get("type") == "directory":
-        return _walk_remote(fs, where.scheme, where.key)
-    if format_of(where.key) is None:
+        found = storage.objects(where, lambda key: format_of(key) is not None)
+    except FileNotFoundError:
+        if storage.is_pattern(where.key):
+            raise CorpusError(f"input pattern matches nothing: {storage.redact(given)}") from None
+        raise CorpusError(f"input does not exist: {storage.redact(given)}") from None
+    if list(found) == [where.key] and format_of(where.key) is None:
         raise CorpusError(f"{storage.redact(given)}: unknown input format; known suffixes: {' '.join(KNOWN_SUFFIXES)}")
-    return [str(where)]
-
-
-def _walk_remote(fs: object, scheme: str, prefix: str) -> list[str]:
-    """The input files under a prefix, sorted (as :func:`_walk` for a folder)."""
-    prefix = prefix.rstrip("/")
-    found = []
-    for key in fs.find(prefix):  # type: ignore[attr-defined]
-        relative = key[len(prefix) + 1:] if key.startswith(prefix + "/") else key.rsplit("/", 1)[-1]
-        if not any(part.startswith(".") for part in relative.split("/")) and format_of(key) is not None:
-            found.append(f"{scheme}://{key}")
-    return sorted(found)
+    return [f"{where.scheme}://{key}" for key in found]
 
 
 def _walk(folder: str) -> list[str]:

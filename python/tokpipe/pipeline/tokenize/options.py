@@ -10,7 +10,7 @@ from typing import Any
 
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline import fs
-from tokpipe.storage import Location
+from tokpipe.storage import Location, location
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.writers import MANIFEST_NAME
 
@@ -74,7 +74,7 @@ class TokenizeResult:
 
 def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The manifest of a ``tokpipe tokenize`` output folder, or None for another folder."""
-    path = fs.location(out_dir) / MANIFEST_NAME
+    path = location(out_dir) / MANIFEST_NAME
     if not fs.exists(path):
         return None
     manifest: dict[str, Any] = fs.read_json(path)

@@ -98,7 +98,7 @@ def _expand_inputs(inputs: list[str]) -> list[str]:
     staging files)."""
     expanded: list[str] = []
     for given in inputs:
-        path = fs.location(given)
+        path = storage.location(given)
         if fs.is_dir(path) and fs.exists(path / MANIFEST_NAME):
             manifest = fs.read_json(path / MANIFEST_NAME)
             if manifest.get("format") == FORMAT:
@@ -126,7 +126,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
 def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions, run: RunOptions,
                      progress: Progress | None, executors: list[LocalExecutor]) -> TokenizeResult:
     progress = progress or (lambda update: None)
-    final = fs.location(out_dir)
+    final = storage.location(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
     # Batches of at least _ENCODE_BATCH_ROWS documents: each batch ends with encoding threads
     # waiting on the last run, then the staging write; 8 times fewer batches took 4% off the
@@ -243,7 +243,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     return TokenizeResult(final, manifest, ordered, len(todo))
 
 
-def _local_output(root: fs.Location) -> Path:
+def _local_output(root: storage.Location) -> Path:
     """Where a run into object storage writes its splits before they are uploaded."""
     if not isinstance(root, Path):
         raise PipelineError("tokpipe tokenize writes its splits on local disk before uploading them: give "

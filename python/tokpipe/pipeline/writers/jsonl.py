@@ -54,7 +54,6 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, BinaryIO, Optional, Union
 
 import numpy as np
@@ -62,12 +61,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import zstandard
 
-from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
+from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline import fs
 from tokpipe.pipeline.fields import is_json
 from tokpipe.pipeline.writers._files import HashingWriter, put_in_place
-from tokpipe.pipeline.writers.parquet import ShardInfo, shard_name
-from tokpipe.storage import Location, RemotePath, location
+from tokpipe.pipeline.writers.parquet import ShardInfo, ShardWriter, shard_name
+from tokpipe.storage import Location, RemotePath
 
 __all__ = ["OUTPUT_FORMATS", "JSONL_FORMATS", "shard_suffix", "check_output_format", "json_lines",
            "JsonlShardWriter", "count_lines"]
@@ -323,7 +322,7 @@ def _special_bytes(texts: pa.Array) -> list[int]:
 # The shards.
 
 
-class JsonlShardWriter:
+class JsonlShardWriter(ShardWriter):
     """Writes record batches to JSON Lines shards ``part-{worker:05d}-{shard:05d}.jsonl``
     (``.jsonl.gz``, ``.jsonl.zst`` as ``output_format`` says), starting a new shard once the
     current one holds at least ``shard_size`` bytes of Arrow data (``RecordBatch.nbytes``,
@@ -337,22 +336,11 @@ class JsonlShardWriter:
 
     def __init__(self, directory: Union[str, os.PathLike[str], RemotePath], worker: int,
                  shard_size: int = 256 << 20, first_shard: int = 0, output_format: str = "jsonl") -> None:
-        if worker < 0:
-            raise InvalidArgumentError(f"worker must be >= 0, got {worker}")
-        if shard_size <= 0:
-            raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
-        if first_shard < 0:
-            raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
         if output_format not in JSONL_FORMATS:
             raise InvalidArgumentError(f"output_format must be one of {', '.join(JSONL_FORMATS)}, "
                                        f"got {str(output_format)[:100]!r}")
-        self._directory: Location = location(directory)
-        fs.make_dirs(self._directory)
-        self._worker = worker
-        self._shard_size = shard_size
+        super().__init__(directory, worker, shard_size, first_shard)
         self._format = output_format
-        self._next_shard = first_shard
-        self._closed = False
         # The open shard, if any: its files (the local one, the hashing layer over it, the
         # compressor over that), paths, rows and Arrow size so far.
         self._file: Optional[BinaryIO] = None
@@ -366,11 +354,7 @@ class JsonlShardWriter:
     def write(self, batch: pa.RecordBatch) -> list[ShardInfo]:
         """Append ``batch``; return the shards this call completed (none, or the open one
         once it reached ``shard_size``)."""
-        if self._closed:
-            raise InvalidArgumentError("write() on a closed JsonlShardWriter")
-        if not isinstance(batch, pa.RecordBatch):
-            raise ArgumentTypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
-        if batch.num_rows == 0:
+        if not self._has_rows(batch):
             return []
         lines = json_lines(batch)
         if self._stream is None:
@@ -381,19 +365,10 @@ class JsonlShardWriter:
         self._size += batch.nbytes
         return [self._finish()] if self._size >= self._shard_size else []
 
-    def close(self) -> list[ShardInfo]:
-        """Complete the open shard, if it holds rows, and return it; later calls return ``[]``."""
-        if self._closed:
-            return []
-        self._closed = True
-        return [self._finish()] if self._stream is not None else []
+    def _is_open(self) -> bool:
+        return self._stream is not None
 
-    def abort(self) -> None:
-        """Drop the shard being written (its temp file is deleted) and close the writer.
-
-        Completed shards stay. Safe to call more than once and after ``close()``.
-        """
-        self._closed = True
+    def _discard(self) -> None:
         files, tmp = (self._stream, self._hashing), self._tmp
         self._reset()
         for f in files:
@@ -404,16 +379,6 @@ class JsonlShardWriter:
                     pass
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-
-    def __enter__(self) -> JsonlShardWriter:
-        return self
-
-    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def _open(self) -> None:
         final = self._directory / shard_name(self._worker, self._next_shard, f".{self._format}")

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Optional, Union
+from typing import Optional, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +26,7 @@ from tokpipe.pipeline import fs
 from tokpipe.pipeline.writers._files import publish, temp_name
 from tokpipe.storage import Location, RemotePath, location
 
-__all__ = ["ShardInfo", "ParquetShardWriter", "shard_name"]
+__all__ = ["ShardWriter", "ShardInfo", "ParquetShardWriter", "shard_name"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -49,7 +49,87 @@ class ShardInfo:
     sha256: str
 
 
-class ParquetShardWriter:
+_W = TypeVar("_W", bound="ShardWriter")
+
+
+class ShardWriter:
+    """What every shard writer of the pipeline shares, whatever the format: shards named
+    :func:`shard_name` in one folder (local or in a bucket), numbered from ``first_shard``, a
+    new one begun once the Arrow size written reaches ``shard_size``, each written to a
+    temporary file and put in place whole. ``close`` completes the open shard; ``abort``
+    deletes it (completed shards stay: they are whole). As a context manager, a writer closes
+    on normal exit and aborts on an exception, which propagates. Subclasses write the bytes:
+    ``_is_open``, ``_finish`` (complete the open shard) and ``_discard`` (drop it)."""
+
+    def __init__(self, directory: Union[StrPath, RemotePath], worker: int, shard_size: int, first_shard: int) -> None:
+        if worker < 0:
+            raise InvalidArgumentError(f"worker must be >= 0, got {worker}")
+        if shard_size <= 0:
+            raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
+        if first_shard < 0:
+            raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
+        self._directory: Location = location(directory)
+        fs.make_dirs(self._directory)
+        self._worker = worker
+        self._shard_size = shard_size
+        self._next_shard = first_shard
+        self._closed = False
+
+    @property
+    def directory(self) -> Location:
+        """The folder the shards are written to."""
+        return self._directory
+
+    @property
+    def next_shard(self) -> int:
+        """The number the next new shard will get (the open shard, if any, already has one)."""
+        return self._next_shard
+
+    def _has_rows(self, batch: pa.RecordBatch) -> bool:
+        """Whether ``batch``, given to ``write``, has rows to write (the writer must be open
+        and the batch a record batch)."""
+        if self._closed:
+            raise InvalidArgumentError(f"write() on a closed {type(self).__name__}")
+        if not isinstance(batch, pa.RecordBatch):
+            raise ArgumentTypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
+        return batch.num_rows > 0
+
+    def close(self) -> list[ShardInfo]:
+        """Complete the open shard, if it holds rows, and return it; later calls return ``[]``."""
+        if self._closed:
+            return []
+        self._closed = True
+        return [self._finish()] if self._is_open() else []
+
+    def abort(self) -> None:
+        """Drop the shard being written (its temp file is deleted) and close the writer.
+
+        Completed shards stay. Safe to call more than once and after ``close()``.
+        """
+        self._closed = True
+        self._discard()
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _is_open(self) -> bool:
+        raise NotImplementedError
+
+    def _finish(self) -> ShardInfo:
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        raise NotImplementedError
+
+
+class ParquetShardWriter(ShardWriter):
     """Writes record batches to Parquet shards ``part-{worker:05d}-{shard:05d}.parquet`` (zstd),
     starting a new shard once the current one holds at least ``shard_size`` bytes.
 
@@ -92,25 +172,14 @@ class ParquetShardWriter:
         use_dictionary: Union[bool, list[str]] = True,
         large_columns: tuple[str, ...] = (),
     ) -> None:
-        if worker < 0:
-            raise InvalidArgumentError(f"worker must be >= 0, got {worker}")
-        if shard_size <= 0:
-            raise InvalidArgumentError(f"shard_size must be > 0, got {shard_size}")
-        if first_shard < 0:
-            raise InvalidArgumentError(f"first_shard must be >= 0, got {first_shard}")
         if file_format not in ("parquet", "arrow", "packed"):
             raise InvalidArgumentError(f"file_format must be parquet, arrow or packed, got {file_format!r}")
-        self._directory: Location = location(directory)
-        fs.make_dirs(self._directory)
-        self._worker = worker
-        self._shard_size = shard_size
+        super().__init__(directory, worker, shard_size, first_shard)
         self._compression = compression
         self._format = file_format
         self._checksum = checksum
         self._use_dictionary = use_dictionary
         self._large_columns = large_columns
-        self._next_shard = first_shard
-        self._closed = False
         # The open shard, if any: its Parquet writer, paths, schema, rows and Arrow size so far.
         self._writer: Optional[Union[pq.ParquetWriter, pa.ipc.RecordBatchFileWriter, PackedRowsFile]] = None
         self._final: Optional[Location] = None
@@ -119,27 +188,13 @@ class ParquetShardWriter:
         self._rows = 0
         self._size = 0
 
-    @property
-    def directory(self) -> Location:
-        """The folder the shards are written to."""
-        return self._directory
-
-    @property
-    def next_shard(self) -> int:
-        """The number the next new shard will get (the open shard, if any, already has one)."""
-        return self._next_shard
-
     def write(self, batch: pa.RecordBatch) -> list[ShardInfo]:
         """Append ``batch``; return the shards this call completed (usually none).
 
         Up to two shards can complete in one call: the open one because the batch's schema
         differs, and the new one because the batch alone reached ``shard_size``.
         """
-        if self._closed:
-            raise InvalidArgumentError("write() on a closed ParquetShardWriter")
-        if not isinstance(batch, pa.RecordBatch):
-            raise ArgumentTypeError(f"expected a pyarrow.RecordBatch, got {type(batch).__name__}")
-        if batch.num_rows == 0:
+        if not self._has_rows(batch):
             return []
         done: list[ShardInfo] = []
         if self._writer is not None and not batch.schema.equals(self._schema, check_metadata=False):
@@ -154,21 +209,10 @@ class ParquetShardWriter:
             done.append(self._finish())
         return done
 
-    def close(self) -> list[ShardInfo]:
-        """Complete the open shard, if it holds rows, and return it; later calls return ``[]``."""
-        if self._closed:
-            return []
-        self._closed = True
-        if self._writer is None:
-            return []
-        return [self._finish()]
+    def _is_open(self) -> bool:
+        return self._writer is not None
 
-    def abort(self) -> None:
-        """Drop the shard being written (its temp file is deleted) and close the writer.
-
-        Completed shards stay. Safe to call more than once and after ``close()``.
-        """
-        self._closed = True
+    def _discard(self) -> None:
         writer, tmp = self._writer, self._tmp
         self._reset()
         if writer is not None:
@@ -178,20 +222,6 @@ class ParquetShardWriter:
                 pass
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-
-    def __enter__(self) -> ParquetShardWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def _open(self, schema: pa.Schema) -> None:
         suffix = ".parquet" if self._format == "packed" else f".{self._format}"
