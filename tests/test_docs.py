@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pyarrow.dataset
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -232,7 +233,7 @@ def test_the_readme_first_command_shows_the_pipeline_at_work(tmp_path: Path, bin
     rejected = pq.read_table(sorted((folder / "out" / "clean" / "rejected").glob("*.parquet"))).to_pylist()
     reasons = {row["reason"] for row in rejected}
     assert "duplicate" in reasons, reasons
-    kept_ids = set(pq.read_table(sorted((folder / "out" / "clean").glob("part-*.parquet"))).column("id").to_pylist())
+    kept_ids = set(pq.read_table(sorted((folder / "out" / "clean" / "data").glob("part-*.parquet"))).column("id").to_pylist())
     assert all(row["duplicate_of"] in kept_ids for row in rejected if row["reason"] == "duplicate")
     assert reasons - {"duplicate"}, f"no document rejected by a rule: {reasons}"
     errors = [json.loads(line) for line in (folder / "out" / "clean" / "errors.jsonl").read_text().splitlines()]
@@ -240,6 +241,10 @@ def test_the_readme_first_command_shows_the_pipeline_at_work(tmp_path: Path, bin
     # What the README says of this run: of 10 records, 7 kept, 2 rejected, 1 set aside.
     assert (len(kept_ids), len(rejected), len(errors)) == (7, 2, 1)
     assert "keeps 7, rejects" in (REPO / "README.md").read_text(encoding="utf-8")
+    # ... and that plain tools open the folder as it is, and the report shows the run's reasons.
+    assert pyarrow.dataset.dataset(folder / "out" / "clean" / "data").count_rows() == 7
+    page = (folder / "out" / "report.html").read_text(encoding="utf-8")
+    assert all(row["reason"] in page for row in rejected), "the report misses a drop reason"
 
     made = {p for p in folder.rglob("*")} - before
     strays = sorted(str(p.relative_to(folder)) for p in made if not p.relative_to(folder).parts[0] == "out")

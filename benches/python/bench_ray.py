@@ -31,8 +31,9 @@ CONFIG = {"stages": [{"type": "exact_dedup"}, {"type": "gopher_quality"}, {"type
 
 
 def kept_ids(out: str) -> list[str]:
-    files = sorted(f for f in os.listdir(out) if f.startswith("part-"))
-    return sorted(i for f in files for i in pq.read_table(os.path.join(out, f), columns=["id"]).column("id").to_pylist())
+    data = os.path.join(out, "data")  # the kept shards' folder
+    files = sorted(f for f in os.listdir(data) if f.startswith("part-"))
+    return sorted(i for f in files for i in pq.read_table(os.path.join(data, f), columns=["id"]).column("id").to_pylist())
 
 
 def main() -> None:

@@ -22,6 +22,8 @@ __all__ = [
     "InternalError",
     "ConfigError",
     "PipelineError",
+    "OutputConflictError",
+    "NoDocumentsError",
     "StorageError",
     "ConfigWarning",
 ]
@@ -76,6 +78,25 @@ class ConfigError(TokpipeError, ValueError):
 class PipelineError(TokpipeError):
     """A pipeline run failed (bad input under ``strict``, an output folder from another
     config, a stage that raised); the message names the file or stage."""
+
+
+class OutputConflictError(PipelineError, ConfigError):
+    """The output folder holds another run (begun with a different config, inputs, reader
+    options or output format, and past its first committed task) or files that are no tokpipe
+    run. A usage problem, fixed with ``--overwrite`` or another folder: a ``PipelineError`` as
+    before, and a ``ConfigError``, so that ``tokpipe clean`` and ``tokpipe tokenize`` exit 2."""
+
+
+class NoDocumentsError(PipelineError):
+    """A run ended without reading a single document: every input unit was set aside as
+    unreadable (a wrong ``text_field`` most often: the message names the fields the records
+    have, and the closest one). The output folder is written all the same (``manifest.json``,
+    ``errors.jsonl``); ``result`` is the run's result (a ``RunResult``, or for ``tokenize`` a
+    ``TokenizeResult``)."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class StorageError(TokpipeError, OSError):

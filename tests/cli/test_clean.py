@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_clean_the_shipped_example_then_stats(tmp_path: Path) -> None:
     result = run("clean", str(REPO / "examples" / "corpus"), "-o", str(out), "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert "exact_dedup" in result.stderr and "documents kept" in result.stderr
-    table = ds.dataset(sorted(str(p) for p in out.glob("part-*.parquet")), format="parquet").to_table()
+    table = ds.dataset(str(out / "data")).to_table()  # the kept shards' folder opens as it is
     assert table.num_rows > 0 and table.schema.names[:2] == ["id", "text"]
     stats = run("stats", str(out), "--verify")
     assert stats.returncode == 0, stats.stderr
@@ -94,3 +95,101 @@ def test_a_config_warning_is_one_line_and_the_run_goes_on(tmp_path: Path) -> Non
         "to rejected/ with its personal data (text, fields, ids and duplicate_of); set scrub_rejected: true to "
         "scrub it too"]
     assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_stats_of_a_folder_that_is_no_output_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "some.txt").write_text("not an output\n", encoding="utf-8")
+    result = run("stats", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"tokpipe: error: {tmp_path}: no manifest.json here (not a finished tokpipe "
+                                          "clean or tokenize output folder, or no such folder)"]
+    assert result.stdout == ""
+
+
+def test_a_config_value_of_the_wrong_type_exits_2_before_any_work(tmp_path: Path) -> None:
+    """It used to pass validation, then fail in a worker with a numpy traceback (issue 22)."""
+    config = tmp_path / "p.yaml"
+    config.write_text("stages:\n  - type: normalize\n  - type: gopher_quality\n    min_doc_words: fifty\n",
+                      encoding="utf-8")
+    out = tmp_path / "out"
+    result = run("clean", str(REPO / "examples" / "corpus"), "-o", str(out), "-c", str(config), "-q")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"tokpipe: error: {config}: stages[2] (gopher_quality): min_doc_words must be an integer or null, got 'fifty'"]
+    assert not out.exists()
+
+
+def test_a_run_that_reads_no_document_exits_1_and_says_which_field_was_meant(tmp_path: Path) -> None:
+    """A typo in --text-field used to exit 0 with "0 documents kept, 3 unreadable" (issue 22).
+    The output is written all the same, and the corrected command needs no --overwrite."""
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text("".join(json.dumps({"id": f"d{n}", "text": f"document number {n} " * 5,
+                                                        "url": f"https://example.org/{n}"}) + "\n"
+                                            for n in range(3)), encoding="utf-8")
+    out = tmp_path / "out"
+    result = run("clean", str(corpus), "-o", str(out), "--text-field", "content", "-w", "1", "-q")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"tokpipe: error: {out}: no document was read, all input was set aside as unreadable (3 missing_text_field; "
+        "see errors.jsonl): no field 'content' in the input, whose fields are id, text, url; did you mean 'text'? "
+        "(--text-field, or text_field= in Python)"]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["stats"]["read"]["dropped_missing_text_field"] == 3
+    assert len((out / "errors.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+    fixed = run("clean", str(corpus), "-o", str(out), "--text-field", "text", "-w", "1", "-q")
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["totals"]["rows"] == 3
+
+
+def test_a_run_that_committed_nothing_reruns_with_a_corrected_config(tmp_path: Path) -> None:
+    """A stage that fails at the first task leaves run.json and no task done; the corrected
+    command used to be refused as "a different config" (issue 22). One that committed a task
+    is still refused, with exit 2 (a usage problem: --overwrite or another folder)."""
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "picky_stages.py").write_text(
+        "from tokpipe.errors import InvalidArgumentError\n"
+        "from tokpipe.pipeline import Stage, StageResult\n\n"
+        "class Picky(Stage):\n"
+        "    name = 'picky'\n\n"
+        "    def __init__(self, fail: bool = False) -> None:\n"
+        "        self.fail = fail\n\n"
+        "    def apply(self, batch):\n"
+        "        if self.fail:\n"
+        "            raise InvalidArgumentError('picky: refusing every batch')\n"
+        "        return StageResult(batch)\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "stages"), os.environ.get("PYTHONPATH", "")])}
+    failing, fixed = tmp_path / "failing.yaml", tmp_path / "fixed.yaml"
+    failing.write_text("stages:\n  - type: picky_stages:Picky\n    fail: true\n", encoding="utf-8")
+    fixed.write_text("stages:\n  - type: picky_stages:Picky\n", encoding="utf-8")
+    corpus, out = str(REPO / "examples" / "corpus"), tmp_path / "out"
+
+    def clean(config: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", "from tokpipe.cli import main; main()", "clean", corpus, "-o",
+                               str(out), "-c", str(config), "-w", "1", "-q"],
+                              capture_output=True, text=True, encoding="utf-8", env=env)
+
+    first = clean(failing)
+    assert first.returncode == 1 and "picky: refusing every batch" in first.stderr
+    assert (out / ".tokpipe" / "run.json").exists()
+    again = clean(fixed)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["config"]["stages"] == [
+        {"type": "picky_stages:Picky", "fail": False}]
+    refused = clean(failing)
+    assert refused.returncode == 2
+    assert "different config" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_the_staging_is_removed_unless_keep_staging(tmp_path: Path) -> None:
+    corpus = str(REPO / "examples" / "corpus")
+    removed, kept = tmp_path / "removed", tmp_path / "kept"
+    assert run("clean", corpus, "-o", str(removed), "-w", "1", "-q").returncode == 0
+    assert sorted(p.name for p in removed.iterdir()) == ["README.md", "data", "errors.jsonl", "manifest.json",
+                                                         "rejected"]
+    again = run("clean", corpus, "-o", str(removed), "-w", "1")
+    assert again.returncode == 0 and "documents kept" in again.stderr, again.stderr
+    assert run("stats", str(removed), "--verify").returncode == 0
+    assert run("clean", corpus, "-o", str(kept), "-w", "1", "-q", "--keep-staging").returncode == 0
+    assert (kept / ".tokpipe" / "run.json").is_file()
+    assert "--keep-staging" in run("clean", "--help").stdout

@@ -83,7 +83,7 @@ def read_shard(path: Path) -> bytes:
 
 
 def shard_names(out: Path, suffix: str) -> list[str]:
-    return [p.relative_to(out).as_posix() for p in [*sorted(out.glob(f"part-*{suffix}")),
+    return [p.relative_to(out).as_posix() for p in [*sorted(out.glob(f"data/part-*{suffix}")),
                                                      *sorted(out.glob(f"rejected/part-*{suffix}"))]]
 
 
@@ -135,7 +135,7 @@ def test_each_format_holds_the_parquet_rows_and_verifies(outputs: dict[str, Path
     for key in ("shards", "rejected"):
         assert [e["rows"] for e in manifest[key]] == [e["rows"] for e in parquet_manifest[key]]
     assert manifest["totals"]["rows"] == parquet_manifest["totals"]["rows"]
-    assert f'data_files: "part-*.{output_format}"' in (out / "README.md").read_text(encoding="utf-8")
+    assert f'data_files: "data/part-*.{output_format}"' in (out / "README.md").read_text(encoding="utf-8")
     verified = run("stats", str(out), "--verify")
     assert verified.returncode == 0, verified.stderr
     assert "verified" in verified.stdout
@@ -145,13 +145,13 @@ def test_each_format_holds_the_parquet_rows_and_verifies(outputs: dict[str, Path
 def test_a_corrupted_shard_fails_verify(outputs: dict[str, Path], output_format: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(outputs[output_format], out)
-    shard = sorted(out.glob(f"part-*.{output_format}"))[1]
+    shard = sorted(out.glob(f"data/part-*.{output_format}"))[1]
     raw = bytearray(shard.read_bytes())
     raw[len(raw) // 2] ^= 0x20
     shard.write_bytes(bytes(raw))
     result = run("stats", str(out), "--verify")
     assert result.returncode == 1
-    assert f"tokpipe: problem: {shard.name}: sha256" in result.stderr
+    assert f"tokpipe: problem: data/{shard.name}: sha256" in result.stderr
 
 
 def test_hf_datasets_loads_the_shards(tmp_path: Path, documents: list[tuple[str, str]],
@@ -170,9 +170,9 @@ def test_hf_datasets_loads_the_shards(tmp_path: Path, documents: list[tuple[str,
     for output_format in ("jsonl.zst", "jsonl.gz"):
         out = tmp_path / output_format
         clean(corpus, out, "-w", "2", "--output-format", output_format)
-        expected = [row for path in sorted(out.glob(f"part-*.{output_format}")) for row in jsonl_rows(path)]
+        expected = [row for path in sorted(out.glob(f"data/part-*.{output_format}")) for row in jsonl_rows(path)]
         assert len(expected) > 10
-        loaded = datasets.load_dataset("json", data_files=str(out / f"part-*.{output_format}"),
+        loaded = datasets.load_dataset("json", data_files=str(out / "data" / f"part-*.{output_format}"),
                                        cache_dir=str(tmp_path / "hf"))["train"]
         assert loaded.to_list() == expected
         # The dataset card names the shards: the folder loads as it is.
@@ -184,9 +184,10 @@ def test_the_same_lines_for_any_number_of_workers(tmp_path: Path, documents: lis
     corpus = make_corpus(tmp_path / "in", [t for _, t in documents])
     one, two = tmp_path / "one", tmp_path / "two"
     clean(corpus, one, "-w", "1", "--output-format", "jsonl.gz")
-    clean(corpus, two, "-w", "2", "--output-format", "jsonl.gz")
-    assert [n for n in shard_names(two, ".jsonl.gz") if n.startswith("part-00001-")], "the second group wrote shards"
-    for prefix in ("", "rejected/"):
+    clean(corpus, two, "-w", "2", "--output-format", "jsonl.gz", "--keep-staging")  # kept: re-cut below
+    assert [n for n in shard_names(two, ".jsonl.gz") if n.startswith("data/part-00001-")], \
+        "the second group wrote shards"
+    for prefix in ("data/", "rejected/"):
         lines = [b"".join(read_shard(out / n) for n in shard_names(out, ".jsonl.gz") if n.startswith(f"{prefix}part-"))
                  for out in (one, two)]
         assert lines[0] == lines[1] and lines[0]
@@ -243,11 +244,11 @@ def test_another_format_on_resume_is_refused_like_another_config(tmp_path: Path)
     corpus, out = str(REPO / "examples" / "corpus"), tmp_path / "out"
     clean(Path(corpus), out, "-w", "1")
     again = run("clean", corpus, "-o", str(out), "-w", "1", "--output-format", "jsonl")
-    assert again.returncode == 1
+    assert again.returncode == 2  # usage: the output folder holds another run
     assert "different config" in again.stderr and len(again.stderr.strip().splitlines()) == 1
-    assert sorted(p.name for p in out.glob("part-*")) == ["part-00000-00000.parquet"]
+    assert sorted(p.name for p in out.glob("data/part-*")) == ["part-00000-00000.parquet"]
     clean(Path(corpus), out, "-w", "1", "--output-format", "jsonl", "--overwrite")
-    assert sorted(p.name for p in out.glob("part-*")) == ["part-00000-00000.jsonl"]
+    assert sorted(p.name for p in out.glob("data/part-*")) == ["part-00000-00000.jsonl"]
     # And back: a JSON Lines run is not resumed as a Parquet one either.
     back = run("clean", corpus, "-o", str(out), "-w", "1")
-    assert back.returncode == 1 and "different config" in back.stderr
+    assert back.returncode == 2 and "different config" in back.stderr

@@ -119,3 +119,21 @@ def test_help_explains_every_option() -> None:
             if isinstance(param, click.Option):
                 assert param.help, f"{name} {param.opts} has no help"
         assert run(name, "--help").returncode == 0
+
+
+def test_encode_into_a_reader_that_stops_early_ends_quietly_with_0(tmp_path: Path) -> None:
+    # `tokpipe encode ... | head -1`: the reader closes the pipe after one line, while the
+    # command still has most of its output to write (far more than a pipe holds).
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"hello world, line number {n}\n" for n in range(100_000)), encoding="utf-8")
+    errors = tmp_path / "stderr"
+    with open(errors, "w", encoding="utf-8") as err:
+        command = subprocess.Popen([sys.executable, "-c", "from tokpipe.cli import main; main()", "encode", "-t", NEO,
+                                    str(source)], stdout=subprocess.PIPE, stderr=err)
+        assert command.stdout is not None
+        first = command.stdout.readline()
+        command.stdout.close()
+        code = command.wait(timeout=120)
+    assert first.split() and all(word.isdigit() for word in first.split())
+    assert code == 0
+    assert errors.read_text(encoding="utf-8") == ""

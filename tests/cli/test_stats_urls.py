@@ -43,7 +43,7 @@ def upload(bucket: str, folder: Path, prefix: str) -> str:
 
 def test_stats_and_verify_of_folders_in_a_bucket(bucket: str, tmp_path: Path) -> None:
     fs = bucket_filesystem()
-    for folder, shard_folder in zip(outputs(tmp_path), ("", "train/")):
+    for folder, shard_folder in zip(outputs(tmp_path), ("data/", "train/")):
         url = upload(bucket, folder, folder.name)
         for args in ([], ["--json"], ["--verify"]):
             local, remote = run("stats", str(folder), *args), run("stats", url, *args)
@@ -57,9 +57,10 @@ def test_stats_and_verify_of_folders_in_a_bucket(bucket: str, tmp_path: Path) ->
         assert f"{shard.rsplit('/', 1)[-1]}: sha256" in bad.stderr, bad.stderr
 
 
-def test_a_missing_folder_url_is_one_line_exit_1(bucket: str) -> None:
+def test_a_missing_folder_url_is_one_line_exit_2(bucket: str) -> None:
+    # Exit 2 as for a local folder that is no output: the argument is not what stats takes.
     for url in (f"s3://{bucket}/no/such/output", "s3://no-such-bucket-here/out"):
         result = run("stats", url)
-        assert result.returncode == 1
+        assert result.returncode == 2
         assert result.stderr.startswith(f"tokpipe: error: {url}: no manifest.json here")
         assert result.stderr.count("\n") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -47,9 +48,9 @@ def test_tokenize_both_formats_packed_with_validation(tmp_path: Path) -> None:
     order = [docs[p] for p in expected_order(len(docs), 9)]
     assert manifest["totals"]["tokens"] == sum(len(ids) for _, ids in docs)
     for split in ("train", "val"):
-        ids_here = set(pq.read_table(out / split / "documents.parquet").column("id").to_pylist())
+        ids_here = set(pq.read_table(out / "documents" / f"{split}.parquet").column("id").to_pylist())
         want = [ids for i, ids in order if i in ids_here]
-        _, megatron = read_megatron(out / split / "megatron")
+        _, megatron = read_megatron(out / "megatron" / split)
         assert [m.tolist() for m in megatron] == want
         stream = [t for ids in want for t in ids]
         rows = pq.read_table(sorted((out / split).glob("part-*.parquet"))).column("input_ids").to_pylist() \
@@ -76,7 +77,17 @@ def test_stats_shows_tokens_percentiles_and_saves_an_html_histogram(tmp_path: Pa
               if line.strip() and line.split()[1:2] == ["-"]]
     assert sum(counts) == len(lengths)
     page = plot.read_text(encoding="utf-8")
-    assert page.startswith("<!doctype html>") and "<svg" in page and page.count("<rect") == len(counts)
+    # Over the text histogram's bins: a bar per non-empty bin of documents, and of the tokens
+    # those documents hold (the token-weighted view), with the percentiles marked.
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 2
+    assert page.count("<rect") == 2 * sum(1 for c in counts if c)
+    def bars(series: str) -> list[float]:
+        titles = re.findall(rf"<title>{series}: ([^<]*)</title>", page)
+        return [float(t.rsplit(": ", 1)[1].replace(",", "")) for t in titles]
+
+    documents, tokens = bars("documents"), bars("tokens")
+    assert documents == [c for c in counts if c] and sum(tokens) == int(lengths.sum())
+    assert all(f">p{q} " in page for q in (50, 90, 99))
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
@@ -98,7 +109,7 @@ def test_no_shuffle_keeps_input_order_and_dtype_follows_the_vocabulary(tmp_path:
     assert result.returncode == 0, result.stderr
     enc = tiktoken_encoding("cl100k")
     want = [enc.encode_ordinary(r["text"]) for r in records if r["text"]]
-    dtype, megatron = read_megatron(out / "train" / "megatron")
+    dtype, megatron = read_megatron(out / "megatron" / "train")
     assert dtype == np.dtype("<i4")  # 100,277 ids: not under Megatron's 65,500
     assert [m.tolist() for m in megatron] == want
     assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["dtype"] == "uint32"
@@ -113,40 +124,41 @@ def test_stats_verify_finds_a_changed_shard(tmp_path: Path) -> None:
     assert ok.returncode == 0 and "verified" in ok.stdout, ok.stderr
     shard = next((out / "train").glob("part-*.parquet"))
     shard.write_bytes(shard.read_bytes()[:-1] + b"x")
-    with open(out / "val" / "megatron.bin", "ab") as f:
+    with open(out / "megatron" / "val.bin", "ab") as f:
         f.write(b"\0\0")
     bad = run("stats", str(out), "--verify")
     assert bad.returncode == 1
     assert f"train/{shard.name}: sha256" in bad.stderr
-    assert "val/megatron.bin" in bad.stderr
+    assert "megatron/val.bin" in bad.stderr
 
 
 def test_a_rerun_with_other_workers_and_threads_resumes_the_same_run(tmp_path: Path) -> None:
     write_corpus(tmp_path / "in")
     out = tmp_path / "out"
     base = ["tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--task-size", "16KB"]
-    assert run(*base, "--workers", "1").returncode == 0
-    first = (out / "train" / "documents.parquet").read_bytes()
+    assert run(*base, "--workers", "1", "--keep-staging").returncode == 0  # the staging, to cut as a kill would
+    first = (out / "documents" / "train.parquet").read_bytes()
     (out / "manifest.json").unlink()
     for marker in sorted((out / ".tokpipe" / "seg0").glob("*.json"))[::2]:
         marker.unlink()
     again = run(*base, "--workers", "2", "--threads", "1")
     assert again.returncode == 0, again.stderr
-    assert (out / "train" / "documents.parquet").read_bytes() == first
+    assert (out / "documents" / "train.parquet").read_bytes() == first
 
 
 @pytest.fixture(scope="module")
 def packed_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tokenize output for the corruption cases below: packed Parquet and the Megatron
     pair, one worker and no validation split, so the train .bin is the staging file linked
-    (its digest taken by reading it back, not while writing it)."""
+    (its digest taken by reading it back, not while writing it). The staging is kept, as an
+    older tokpipe kept it, for the rerun of the case without digests."""
     root = tmp_path_factory.mktemp("verify")
     write_corpus(root / "in")
     out = root / "out"
     result = run("tokenize", str(root / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both", "--pack",
-                 "--seq-len", "64", "--workers", "1")
+                 "--seq-len", "64", "--workers", "1", "--keep-staging")
     assert result.returncode == 0, result.stderr
-    assert (out / "train" / "megatron.bin").stat().st_nlink == 2  # the staged ids file and the .bin
+    assert (out / "megatron" / "train.bin").stat().st_nlink == 2  # the staged ids file and the .bin
     return out
 
 
@@ -165,9 +177,9 @@ def flip_a_byte(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("target", "damage"), [
-    ("train/megatron.bin", zero_4kb),
-    ("train/megatron.idx", flip_a_byte),
-    ("train/documents.parquet", flip_a_byte),
+    ("megatron/train.bin", zero_4kb),
+    ("megatron/train.idx", flip_a_byte),
+    ("documents/train.parquet", flip_a_byte),
     ("train/part-00000-00000.parquet", flip_a_byte),
 ], ids=["bin-4kb-zeroed", "idx-byte", "documents-byte", "packed-shard-byte"])
 def test_stats_verify_finds_changed_bytes_of_every_output_file(packed_output: Path, tmp_path: Path, target: str,
@@ -201,8 +213,8 @@ def test_stats_verify_says_not_verified_for_a_manifest_without_digests(packed_ou
     old = run("stats", str(out), "--verify")
     assert old.returncode == 1 and "verified:" not in old.stdout
     unchecked = sorted(line.split(": ")[2] for line in old.stderr.splitlines() if "not verified" in line)
-    assert unchecked == ["errors.jsonl", "train/documents.parquet", "train/megatron.bin", "train/megatron.idx",
-                         "val/documents.parquet", "val/megatron.bin", "val/megatron.idx"], old.stderr
+    assert unchecked == ["documents/train.parquet", "documents/val.parquet", "errors.jsonl", "megatron/train.bin",
+                         "megatron/train.idx", "megatron/val.bin", "megatron/val.idx"], old.stderr
     assert "part-00000-00000.parquet" not in old.stderr  # its digest was recorded, and matches
     again = run("tokenize", str(packed_output.parent / "in"), "-t", GPT2, "-o", str(out), "-q", "--format", "both",
                 "--pack", "--seq-len", "64", "--workers", "1")
@@ -219,3 +231,44 @@ def test_stats_verify_finds_a_file_the_manifest_does_not_list(packed_output: Pat
     bad = run("stats", str(out), "--verify")
     assert bad.returncode == 1
     assert "train/part-00000-00099.parquet: on disk but not listed in the manifest" in bad.stderr
+
+
+def test_a_run_that_reads_no_document_exits_1_and_another_run_in_its_folder_exits_2(tmp_path: Path) -> None:
+    """A typo in --text-field used to exit 0 (issue 22); the corrected command then replaces
+    the failed output without --overwrite. Another run into a folder that holds one is a
+    usage error (exit 2), as --help says."""
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    typo = run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "--text-field", "txt", "-q",
+               "--workers", "1")
+    assert typo.returncode == 1
+    lines = typo.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tokpipe: error: {out}: no document was read")
+    assert lines[0].endswith("did you mean 'text'? (--text-field, or text_field= in Python)")
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["totals"]["documents"] == 0
+    fixed = run("tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--workers", "1")
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["totals"]["documents"] > 0
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "o.jsonl").write_text('{"text": "another corpus"}\n', encoding="utf-8")
+    other = run("tokenize", str(tmp_path / "other"), "-t", GPT2, "-o", str(out), "-q", "--workers", "1")
+    assert other.returncode == 2
+    assert "different config" in other.stderr and len(other.stderr.strip().splitlines()) == 1
+
+
+def test_keep_staging_then_a_rewrite_with_other_options(tmp_path: Path) -> None:
+    """--keep-staging keeps the tokenized staging: a rerun with other write options rewrites
+    the output from it, and (without the flag) removes it."""
+    write_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    base = ["tokenize", str(tmp_path / "in"), "-t", GPT2, "-o", str(out), "-q", "--workers", "1"]
+    assert run(*base, "--keep-staging").returncode == 0
+    assert (out / ".tokpipe" / "run.json").is_file()
+    packed = run(*base, "--seq-len", "32", "--pack", "--format", "both")
+    assert packed.returncode == 0, packed.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "documents", "errors.jsonl", "manifest.json",
+                                                     "megatron", "train", "val"]
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["seq_len"] == 32
+    assert run("stats", str(out), "--verify").returncode == 0
+    other = run(*base, "--seq-len", "64", "--pack")  # the staging is gone now: refused, not redone silently
+    assert other.returncode != 0 and "--keep-staging" in other.stderr, other.stderr

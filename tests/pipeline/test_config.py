@@ -32,6 +32,8 @@ def test_default_pipeline() -> None:
     ({"stages": [{"type": "length_filter", "minimum": 3}]}, "has no parameter 'minimum'"),
     ({"stages": [{"type": "length_filter", "unit": "words"}]}, "unit must be chars or bytes"),
     ({"stages": [{"type": "normalize", "form": "NFX"}]}, "form must be one of"),
+    ({"stages": [{"type": "gopher_quality", "min_doc_words": "fifty"}]},
+     r"^p\.yaml: stages\[1\] \(gopher_quality\): min_doc_words must be an integer or null, got 'fifty'$"),
     ({"stages": [{"form": "NFC"}]}, "mapping with a `type`"),
     ({"stages": []}, "non-empty list"),
     ({"stages": [{"type": "normalize"}], "stage": []}, "unknown top-level key 'stage'"),

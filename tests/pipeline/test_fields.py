@@ -201,7 +201,7 @@ TEXT = "A document long enough to pass the default length filter of the pipeline
 
 
 def kept(out: Path) -> pa.Table:
-    return pq.read_table(sorted(out.glob("part-*.parquet")))
+    return pq.read_table(sorted(out.glob("data/part-*.parquet")))
 
 
 @pytest.mark.parametrize("depth", [50, 3000])

@@ -24,7 +24,9 @@ import tokpipe.pipeline as pipeline
 from tests.conftest import CORPORA
 from tests.pipeline.killed_runs import finish, start_cli
 from tokpipe.pipeline.engines import LocalExecutor, RunOptions
+from tokpipe.pipeline.engines.state import local_staging
 from tokpipe.pipeline.readers import ReaderOptions
+from tokpipe.storage import location
 
 CONFIG = {"stages": [{"type": "normalize"}, {"type": "exact_dedup"}, {"type": "gopher_quality"}]}
 SECRET = "sEcReT-kEy-4f2a9c"  # moto takes any secret: this one must never be written anywhere
@@ -71,17 +73,18 @@ def upload(local: Path, bucket: str, prefix: str) -> str:
 
 
 def remote_files(url: str) -> dict[str, bytes]:
-    """Every object under ``url`` but the run's state and the manifest (which records the
-    inputs' names and its creation time), by relative path."""
+    """Every object under ``url`` but the run's state, the manifest (which records the
+    inputs' names and its creation time) and the dataset card (which lists the inputs), by
+    relative path."""
     fs = s3()
     root = url.removeprefix("s3://")
     return {key[len(root) + 1:]: fs.cat_file(key) for key in fs.find(root)
-            if "/.tokpipe/" not in key and not key.endswith("/manifest.json")}
+            if "/.tokpipe/" not in key and not key.endswith(("/manifest.json", "/README.md"))}
 
 
 def local_files(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and ".tokpipe" not in p.parts and p.name != "manifest.json"}
+            if p.is_file() and ".tokpipe" not in p.parts and p.name not in ("manifest.json", "README.md")}
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -106,7 +109,7 @@ def test_clean_and_tokenize_bucket_to_bucket_give_the_local_bytes(corpus: Path, 
     one = pipeline.run([source], f"s3://{bucket}/out1", workers=1, **options)
     two = pipeline.run([source], f"s3://{bucket}/out2", workers=2, **options)
     expected = local_files(tmp_path / "local")
-    assert len([name for name in expected if name.startswith("part-")]) > 2  # several shards
+    assert len([name for name in expected if name.startswith("data/part-")]) > 2  # several shards
     assert remote_files(f"s3://{bucket}/out2") == expected
     # One worker cuts the shards in one group; the documents, in order, are the same.
     assert read_rows(f"s3://{bucket}/out1") == read_rows(f"s3://{bucket}/out2")
@@ -114,8 +117,10 @@ def test_clean_and_tokenize_bucket_to_bucket_give_the_local_bytes(corpus: Path, 
     manifest = json.loads(s3().cat_file(f"{bucket}/out2/manifest.json"))
     assert shards_of(manifest) == shards_of(json.loads((tmp_path / "local" / "manifest.json").read_text()))
     assert manifest["inputs"] == [source]
-    # The staging stayed on local disk; the bucket holds the output and the lock's folder only.
+    # The staging stayed on local disk, and went once the run succeeded; the bucket holds the
+    # output alone.
     assert not [k for k in s3().find(f"{bucket}/out2") if "/.tokpipe/" in k]
+    assert not local_staging(location(f"s3://{bucket}/out2")).exists()
 
     tokens = cli("tokenize", f"s3://{bucket}/out2", "-t", str(cl100k_path), "-o", f"s3://{bucket}/tokens",
                  "--format", "both", "-w", "2", "-q")
@@ -124,7 +129,7 @@ def test_clean_and_tokenize_bucket_to_bucket_give_the_local_bytes(corpus: Path, 
                        "--format", "both", "-w", "2", "-q")
     assert local_tokens.returncode == 0, local_tokens.stderr
     theirs = remote_files(f"s3://{bucket}/tokens")
-    assert {"train/megatron.bin", "train/megatron.idx", "train/documents.parquet"} <= set(theirs)
+    assert {"megatron/train.bin", "megatron/train.idx", "documents/train.parquet"} <= set(theirs)
     assert theirs == local_files(tmp_path / "tokens")
     verified = cli("stats", "--verify", f"s3://{bucket}/tokens")
     assert verified.returncode == 0 and "verified" in verified.stdout, verified.stdout + verified.stderr
@@ -182,10 +187,15 @@ def test_overwrite_verify_and_a_damaged_shard_on_a_bucket(corpus: Path, bucket: 
     first = cli("clean", source, "-o", out, "-q")
     assert first.returncode == 0, first.stderr
     again = cli("clean", f"{source}/part0.jsonl", "-o", out, "-q")  # another run's folder
-    assert again.returncode == 1 and "--overwrite" in again.stderr
-    # Another machine (another cache) finds the output but not the run's local staging.
-    elsewhere = cli("clean", source, "-o", out, "-q", env={**os.environ, "TOKPIPE_CACHE": str(tmp_path / "other")})
-    assert elsewhere.returncode == 1 and "--staging-dir" in elsewhere.stderr, elsewhere.stderr
+    assert again.returncode == 2 and "--overwrite" in again.stderr  # usage: the folder holds another run
+    # Another machine (another cache) finds the run finished, from its manifest: nothing to redo.
+    other_cache = {**os.environ, "TOKPIPE_CACHE": str(tmp_path / "other")}
+    done = cli("clean", source, "-o", out, "-q", env=other_cache)
+    assert done.returncode == 0, done.stderr
+    # An unfinished run (no manifest yet) there finds the output but not the run's local staging.
+    s3().rm_file(f"{bucket}/out/manifest.json")
+    elsewhere = cli("clean", source, "-o", out, "-q", env=other_cache)
+    assert elsewhere.returncode == 2 and "--staging-dir" in elsewhere.stderr, elsewhere.stderr
     fresh = cli("clean", f"{source}/part0.jsonl", "-o", out, "-q", "--overwrite")
     assert fresh.returncode == 0, fresh.stderr
     manifest = json.loads(s3().cat_file(f"{bucket}/out/manifest.json"))
@@ -260,7 +270,7 @@ def test_storage_options_never_reach_outputs_or_messages(corpus: Path, bucket: s
     source = upload(corpus, bucket, "in")
     out = f"s3://{bucket}/out"
     run = cli("clean", source, "-o", out, "--storage-option", "key=testing", "--storage-option", f"secret={SECRET}",
-              "--storage-option", f"endpoint_url={os.environ['AWS_ENDPOINT_URL']}")
+              "--storage-option", f"endpoint_url={os.environ['AWS_ENDPOINT_URL']}", "--keep-staging")  # to look in
     assert run.returncode == 0, run.stderr
     written = b"".join(s3().cat_file(k) for k in s3().find(bucket) if not k.endswith(".parquet"))
     staged = b"".join(p.read_bytes() for p in (tmp_path / "cache").rglob("*") if p.is_file()

@@ -6,8 +6,9 @@ Shared pieces live in modules of their own, so that no command module imports an
 (progress line, tables, summaries). :func:`main` imports the command modules, which register
 their commands on the group.
 
-Exit codes: 0 success, 1 the work failed (bad tokenizer file, I/O error), 2 the command was
-used wrongly (bad option, missing or empty corpus). Errors print as one line; ``--verbose``
+Exit codes: 0 success, 1 the work failed (bad tokenizer file, I/O error, a run that read no
+document), 2 the command was used wrongly (bad option, missing or empty corpus, a bad config or
+config value, an output folder holding another run). Errors print as one line; ``--verbose``
 adds the traceback.
 """
 
@@ -28,7 +29,7 @@ __all__ = ["cli", "main", "UsageError", "friendly_errors", "corpus_options"]
 
 
 def main() -> None:
-    from tokpipe.cli import clean, encode, stats, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
+    from tokpipe.cli import clean, encode, report, stats, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
     from tokpipe.pipeline.engines.workers import keep_freed_memory
 
     keep_freed_memory()

@@ -1,14 +1,17 @@
 """The ``tokpipe`` click group and what every command shares: usage errors, failures printed
 as one line with the right exit code.
 
-Exit codes: 0 success, 1 the work failed (bad tokenizer file, I/O error), 2 the command was
-used wrongly (bad option, missing or empty corpus). Errors print as one line; ``--verbose``
-adds the traceback.
+Exit codes: 0 success, 1 the work failed (bad tokenizer file, I/O error, a run that read no
+document), 2 the command was used wrongly (bad option, missing or empty corpus, a bad config or
+config value, an output folder holding another run). Errors print as one line; ``--verbose``
+adds the traceback. Output piped into a command that stops reading early (``tokpipe encode
+... | head``) ends the command quietly, with 0, as ``cat`` and ``grep`` do.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -46,6 +49,8 @@ def friendly_errors(func: F) -> F:
             return func(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            reader_gone()
         except CorpusError as e:
             if verbose:
                 traceback.print_exc()
@@ -56,6 +61,16 @@ def friendly_errors(func: F) -> F:
             fail(e)
 
     return wrapper  # type: ignore[return-value]
+
+
+def reader_gone() -> NoReturn:
+    """The reader of standard output closed it (``| head``): nothing more is wanted, so exit
+    0 without a word. Standard output is pointed at /dev/null first: the interpreter's last
+    flush of what is still buffered would fail again, and print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(0)
 
 
 def fail(error: BaseException) -> NoReturn:

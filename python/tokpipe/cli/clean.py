@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, stats_table
-from tokpipe.cli.options import EXISTING_FILE, LOCATION, parse_size, staging_dir_option, storage_options, workers_option
+from tokpipe.cli.options import (EXISTING_FILE, LOCATION, keep_staging_option, parse_size, staging_dir_option,
+                                 storage_options, workers_option)
 from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineError
 
 
 @cli.command("clean")
 @click.argument("inputs", nargs=-1, type=LOCATION)
 @click.option("-o", "--output", type=LOCATION,
-              help="Output folder or URL (s3://bucket/out, gs://..., az://...): Parquet shards, rejected/, "
-                   "errors.jsonl and manifest.json [required unless --print-config].")
+              help="Output folder or URL (s3://bucket/out, gs://..., az://...): data/ (the kept shards), "
+                   "rejected/, errors.jsonl, manifest.json and a dataset card, README.md [required unless "
+                   "--print-config].")
 @click.option("-c", "--config", "config_path", type=EXISTING_FILE, default=None,
               help="Pipeline config (YAML or TOML) with a `stages:` list; default: normalize, length_filter, exact_dedup.")
 @workers_option("the number of cores")
@@ -39,6 +42,8 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input instead of recording it in errors.jsonl.")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
 @staging_dir_option
+@keep_staging_option("A rerun with another --shard-size or --workers then re-cuts the shards without redoing "
+                     "the stages.")
 @storage_options
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where the work runs: processes on this machine, or a Ray cluster (pip install 'tokpipe[ray]'; "
@@ -51,16 +56,18 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str | None, workers: int | None,
                   shard_size: str, output_format: str, task_size: str, text_field: str, id_field: str, split: str,
                   strict: bool, overwrite: bool,
-                  staging_dir: str | None, engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
+                  staging_dir: str | None, keep_staging: bool, engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
     """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet
     (or JSON Lines: --output-format).
 
     INPUT and OUTPUT may be local paths or object-storage URLs (s3://, gs://, az://, hf://).
 
     Rerunning the same command after a crash or kill finishes only what is left; the output
-    is then exactly that of an uninterrupted run. Every input document ends up kept, in
+    is then exactly that of an uninterrupted run. Once it succeeded, the staging is removed
+    (--keep-staging keeps it) and a rerun of the same command redoes nothing. Every input document ends up kept, in
     rejected/ (with the reason and stage), or in errors.jsonl (unreadable input).
-    Exit codes: 0 done, 1 the run failed, 2 wrong usage or config.
+    Exit codes: 0 done, 1 the run failed (or read no document at all), 2 wrong usage or config
+    (an OUTPUT holding another run included).
     """
     import yaml
 
@@ -97,19 +104,24 @@ def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str 
         if not ray_available():
             raise UsageError(RAY_INSTALL_HINT)
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
+    started = time.perf_counter()
     try:
         result = pipeline.run(inputs, output, config, progress=progress, engine=engine, ray_address=ray_address,
                               workers=workers or os.cpu_count() or 1, shard_size=parse_size(shard_size),
                               strict=strict, overwrite=overwrite, text_field=text_field, id_field=id_field,
                               split=split, task_bytes=parse_size(task_size), output_format=output_format,
-                              staging_dir=staging_dir)
-    except CorpusError as e:  # planning: a missing input, no input files
+                              staging_dir=staging_dir, keep_staging=keep_staging)
+    except (CorpusError, ConfigError) as e:
+        # Usage, exit 2: a missing input, no input files, a config or an output folder that
+        # does not fit (OutputConflictError: another run there). Checked before any work.
+        progress.close()
         raise UsageError(str(e)) from None
-    except PipelineError as e:
+    except PipelineError as e:  # the run failed, exit 1 (NoDocumentsError: nothing could be read)
         progress.close()
         fail(e)
     progress.close()
     if not quiet:
-        click.echo(stats_table({name: s.as_dict() for name, s in result.stats.items()}), err=True)
+        click.echo(stats_table({name: s.as_dict() for name, s in result.stats.items()},
+                               wall_seconds=time.perf_counter() - started), err=True)
         click.echo(f"\n{result.kept:,} documents kept in {len(result.shards)} shard(s), "
                    f"{result.rejected_rows:,} rejected, {result.errors:,} unreadable (errors.jsonl) -> {output}", err=True)

@@ -14,7 +14,8 @@ import click
 from tokpipe.errors import TokpipeError
 
 __all__ = ["TOKENIZER_FILES", "LOCATION", "EXISTING_FILE", "OUTPUT_FILE", "EXISTING_FOLDER", "LocationType", "tokenizer_option", "workers_option",
-           "threads_option", "corpus_options", "storage_options", "staging_dir_option", "parse_size"]
+           "threads_option", "corpus_options", "storage_options", "staging_dir_option", "keep_staging_option",
+           "parse_size"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +99,14 @@ def staging_dir_option(func: F) -> F:
                              "~/.cache/tokpipe/runs (with --engine ray: OUTPUT/.tokpipe in the bucket)]. A local "
                              "folder is fast and costs local disk about the size of the output; one in the bucket "
                              "costs a PUT and a GET per staged file but lets any machine resume.")(func)
+
+
+def keep_staging_option(about: str) -> Callable[[F], F]:
+    """``--keep-staging``: keep the run's state once it succeeded (``keep_staging`` of the
+    run); ``about``: what it is then good for."""
+    return click.option("--keep-staging", is_flag=True,
+                        help="Keep the staging (--staging-dir) once the run succeeded; by default it is removed "
+                             f"after the manifest is written. {about}")
 
 
 def tokenizer_option(required: bool = True, about: str = "") -> Callable[[F], F]:

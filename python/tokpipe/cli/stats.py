@@ -5,7 +5,6 @@ and a histogram (text, .png or .html; the plot is written locally)."""
 
 from __future__ import annotations
 
-import html
 import json
 import sys
 from pathlib import Path
@@ -30,13 +29,14 @@ _BINS = 20
 @click.option("--verify", is_flag=True,
               help="Also check the folder against its manifest; exit 1 naming each file that differs. `clean` "
                    "output: every shard's size, sha256 and row count, and no unlisted shard. `tokenize` output: "
-                   "every file's size and sha256 (Parquet shards, documents.parquet, megatron.bin/.idx, "
-                   "errors.jsonl), the row and sequence counts, and no unlisted file in train/ or val/; a "
+                   "every file's size and sha256 (Parquet shards, documents/, megatron/ .bin/.idx, "
+                   "errors.jsonl), the row and sequence counts, and no unlisted file beside them; a "
                    "manifest from a tokpipe that recorded no digests fails as 'not verified'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest's stats as JSON instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Tokenized folders: save the document-length histogram as a .png (matplotlib) or .html file "
-                   "(a local path).")
+              help="Tokenized folders: save the document-length histograms (documents and tokens per length, "
+                   "p50/p90/p99 and seq_len marked) as an .html or .svg file (the report's charts), or a .png "
+                   "(needs matplotlib: pip install 'tokpipe[plot]'); a local path.")
 @storage_options
 @friendly_errors
 def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -> None:
@@ -47,17 +47,21 @@ def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -
     from tokpipe.pipeline.tokenize import read_tokenized_manifest
     from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest, verify_manifest
 
+    if plot is not None:
+        check_plot(plot)
     out = storage.location(output)
-    if isinstance(out, RemotePath) and not fs.exists(out / MANIFEST_NAME):
-        # Said here, with the URL: a bucket has no folders for click to find missing.
-        raise FileNotFoundError(2, "no manifest.json here (not a finished tokpipe clean or tokenize output "
-                                   "folder, or no such folder)", storage.redact(str(out)))
+    if not fs.exists(out / MANIFEST_NAME):
+        # One line naming the folder, exit 2 as for any argument that is not what the
+        # command takes (a bucket has no folders for click to find missing, so a URL is
+        # checked here too).
+        raise UsageError(f"{storage.redact(str(out)) if isinstance(out, RemotePath) else output}: no manifest.json "
+                         "here (not a finished tokpipe clean or tokenize output folder, or no such folder)")
 
     tokenized = read_tokenized_manifest(out)
     if tokenized is not None:
         from tokpipe.pipeline.tokenize import verify_tokenized
 
-        # Checked before the summary, which reads documents.parquet: a damaged file is then
+        # Checked before the summary, which reads the documents files: a damaged file is then
         # named as a problem rather than failing the summary with a decoder's error.
         found = verify_tokenized(out, tokenized) if verify else []
         for problem in found:
@@ -77,7 +81,7 @@ def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -
     if as_json:
         click.echo(json.dumps(manifest["stats"], indent=2))
     else:
-        click.echo(stats_table(manifest["stats"]))
+        click.echo(stats_table(manifest["stats"], wall_seconds=manifest.get("wall_seconds")))
         totals = manifest.get("totals", {})
         click.echo(f"\nshards {len(manifest['shards'])}, rows {totals.get('rows', 0):,}, "
                    f"bytes {totals.get('bytes', 0):,}, rejected rows {totals.get('rejected_rows', 0):,}, "
@@ -92,11 +96,13 @@ def stats_command(output: str, verify: bool, as_json: bool, plot: Path | None) -
 
 
 def document_lengths(out: Location, manifest: dict[str, Any]) -> np.ndarray:
-    """Every document's token count (EOS included), from each split's documents.parquet."""
+    """Every document's token count (EOS included), from each split's documents file
+    (``documents/{split}.parquet``; ``{split}/documents.parquet`` in an older folder)."""
     from tokpipe.pipeline import fs
+    from tokpipe.pipeline.writers.manifest import tokenized_documents_path
 
-    parts = [fs.read_parquet(out / name / "documents.parquet", columns=["length"]).column("length").to_numpy()
-             for name in manifest["splits"] if fs.exists(out / name / "documents.parquet")]
+    paths = [out / tokenized_documents_path(manifest, name) for name in manifest["splits"]]
+    parts = [fs.read_parquet(path, columns=["length"]).column("length").to_numpy() for path in paths if fs.exists(path)]
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -133,56 +139,72 @@ def tokenized_stats(out: Location, manifest: dict[str, Any], plot: Path | None) 
         bar = "#" * int(round(40 * count / peak))
         click.echo(f"{int(lo):>9,} - {int(hi) - 1:>9,}  {int(count):>10,}  {bar}")
     if plot is not None:
-        _save_plot(plot, counts, edges)
+        _save_plot(plot, lengths, edges, manifest.get("seq_len"))
         click.echo(f"\nhistogram saved to {plot}")
 
 
-def _save_plot(path: Path, counts: np.ndarray, edges: np.ndarray) -> None:
+#: What ``--plot`` writes, by suffix.
+PLOT_SUFFIXES = (".html", ".htm", ".svg", ".png")
+
+
+def check_plot(path: Path) -> None:
+    """Before any work: the ``--plot`` file's type is one we write, and a .png's library is
+    installed (exit 2, one line, naming the extra)."""
+    suffix = path.suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise UsageError(f"--plot must name a .html, .svg or .png file, not {path.name}")
+    if suffix != ".png":
+        return
+    try:
+        import matplotlib  # noqa: F401  (imported, not just found: an install that cannot load counts as none)
+    except ImportError:
+        raise UsageError(f"--plot {path.name} needs matplotlib: pip install 'tokpipe[plot]' (or give an .html or "
+                         ".svg file, which needs nothing)") from None
+
+
+def _save_plot(path: Path, lengths: np.ndarray, edges: np.ndarray, seq_len: int | None) -> None:
+    """The document-length histograms, documents and tokens per bin over the text
+    histogram's ``edges``, with p50/p90/p99 and ``seq_len`` marked: the report's charts in
+    an .html page or an .svg, or matplotlib's for a .png."""
     suffix = path.suffix.lower()
     if suffix == ".png":
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise UsageError("a .png plot needs matplotlib; install it or give an .html file") from None
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", edgecolor="black")
-        ax.set_xscale("log")
-        ax.set_xlabel("document length (tokens)")
-        ax.set_ylabel("documents")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        _save_png(path, lengths, edges, seq_len)
         return
-    if suffix not in (".html", ".htm", ".svg"):
-        raise UsageError(f"--plot must name a .png or .html file, not {path.name}")
-    path.write_text(_svg_page(counts, edges) if suffix != ".svg" else _svg(counts, edges), encoding="utf-8")
+    from tokpipe.report.render import length_charts, page
+
+    charts = length_charts(lengths, seq_len, edges=edges)
+    if suffix == ".svg":
+        svgs = [part[: part.index("</svg>") + 6] for part in charts.split("<svg")[1:]]
+        height = sum(int(svg.split('height="', 1)[1].split('"', 1)[0]) for svg in svgs)
+        stacked, y = [], 0
+        for svg in svgs:
+            stacked.append(f'<svg y="{y}"' + svg)
+            y += int(svg.split('height="', 1)[1].split('"', 1)[0])
+        text = (f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="{height}">' + "".join(stacked)
+                + "</svg>\n")
+    else:
+        text = page("tokpipe: document lengths", charts)
+    path.write_text(text, encoding="utf-8")
 
 
-def _svg(counts: np.ndarray, edges: np.ndarray) -> str:
-    """A bar chart as inline SVG: one bar per bin, labelled with its range and count."""
-    width, height, left, bottom = 720, 320, 60, 60
-    n = len(counts)
-    bar = (width - left - 10) / max(n, 1)
-    peak = max(int(counts.max()) if n else 1, 1)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             'font-size="10">']
-    for i, count in enumerate(counts):
-        h = (height - bottom - 10) * int(count) / peak
-        x, y = left + i * bar, height - bottom - h
-        label = f"{int(edges[i]):,}-{int(edges[i + 1]) - 1:,}"
-        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" fill="#4a7ab5">'
-                     f'<title>{html.escape(label)} tokens: {int(count):,} documents</title></rect>')
-        parts.append(f'<text x="{x + bar / 2:.1f}" y="{height - bottom + 12}" text-anchor="end" '
-                     f'transform="rotate(-45 {x + bar / 2:.1f} {height - bottom + 12})">{html.escape(label)}</text>')
-    parts.append(f'<text x="10" y="20">documents (max {peak:,})</text>')
-    parts.append(f'<text x="{width / 2}" y="{height - 5}" text-anchor="middle">document length (tokens)</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+def _save_png(path: Path, lengths: np.ndarray, edges: np.ndarray, seq_len: int | None) -> None:
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-def _svg_page(counts: np.ndarray, edges: np.ndarray) -> str:
-    return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>tokpipe: document lengths</title></head>"
-            f"<body><h1>Document lengths</h1>\n{_svg(counts, edges)}\n</body></html>\n")
+    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    weights = (None, lengths)
+    for ax, weight, label in zip(axes, weights, ("documents", "tokens (token-weighted)")):
+        ax.hist(lengths, bins=edges, weights=weight, edgecolor="black")
+        ax.set_xscale("log")
+        ax.set_ylabel(label)
+        for q, value in zip((50, 90, 99), np.percentile(lengths, [50, 90, 99])):
+            ax.axvline(value, color="grey", linestyle="--", linewidth=1, label=f"p{q} {value:,.0f}")
+        if seq_len:
+            ax.axvline(seq_len, color="red", linewidth=1.5, label=f"seq_len {seq_len:,}")
+    axes[0].legend(fontsize=8)
+    axes[-1].set_xlabel("document length (tokens)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

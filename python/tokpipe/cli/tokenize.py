@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, splits_table, stats_table
-from tokpipe.cli.options import (LOCATION, parse_size, staging_dir_option, storage_options, threads_option,
-                                 tokenizer_option, workers_option)
+from tokpipe.cli.options import (LOCATION, keep_staging_option, parse_size, staging_dir_option, storage_options,
+                                 threads_option, tokenizer_option, workers_option)
 from tokpipe.errors import ConfigError, CorpusError, PipelineError
 
 
@@ -19,7 +20,8 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
 @click.argument("inputs", nargs=-1, required=True, type=LOCATION)
 @tokenizer_option()
 @click.option("-o", "--output", required=True, type=LOCATION,
-              help="Output folder or URL (s3://bucket/tokens, gs://...): train/ and val/ shards, manifest.json.")
+              help="Output folder or URL (s3://bucket/tokens, gs://...): train/ and val/ shards, megatron/, "
+                   "documents/, manifest.json and a dataset card, README.md.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "megatron", "both"]), default="parquet",
               show_default=True, help="Parquet shards, Megatron-LM .bin/.idx, or both.")
 @click.option("--seq-len", type=click.IntRange(min=1), default=None,
@@ -55,6 +57,8 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
 @click.option("--strict", is_flag=True, help="Stop (exit 1) at the first unreadable input.")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over (otherwise an interrupted run resumes).")
 @staging_dir_option
+@keep_staging_option("A rerun with other write options (--seq-len, --pack, --format, --val-fraction, "
+                     "--shuffle-seed...) then rewrites the output from it without tokenizing again.")
 @storage_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary.")
 @friendly_errors
@@ -63,14 +67,17 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, 
                      eos_token: str | None, shuffle_seed: int, no_shuffle: bool, val_fraction: float,
                      workers: int | None, threads: int | None, shard_size: str, shuffle_buffer: str, task_size: str,
                      text_field: str, id_field: str, split: str, strict: bool, overwrite: bool, staging_dir: str | None,
-                     quiet: bool) -> None:
+                     keep_staging: bool, quiet: bool) -> None:
     """Tokenize INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz, or a
     `tokpipe clean` output folder) into pretraining shards in OUTPUT. INPUT and OUTPUT may be
     local paths or object-storage URLs (s3://, gs://, az://, hf://).
 
     Documents are shuffled globally (seeded; the same output for any --workers) and split
     into train/ and val/. Rerunning after a crash resumes the tokenizing where it stopped.
-    Exit codes: 0 done, 1 the run failed, 2 wrong usage.
+    Once it succeeded, the staging is removed (--keep-staging keeps it, for a cheap re-write
+    with other write options) and a rerun of the same command redoes nothing.
+    Exit codes: 0 done, 1 the run failed (or read no document at all), 2 wrong usage or config
+    (an OUTPUT holding another run included).
     """
     from tokpipe.pipeline.engines import RunOptions
     from tokpipe.pipeline.readers import ReaderOptions
@@ -102,19 +109,22 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, 
     reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict,
                            task_bytes=parse_size(task_size), batch_rows=8192)
     run = RunOptions(workers=workers, shard_size=parse_size(shard_size), strict=strict,
-                     overwrite=overwrite, reader=reader, staging_dir=staging_dir)
+                     overwrite=overwrite, reader=reader, staging_dir=staging_dir, keep_staging=keep_staging)
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
+    started = time.perf_counter()
     try:
         result = tokenize_corpus([str(p) for p in inputs], output, options, run, progress=progress)
     except (CorpusError, ConfigError) as e:
+        # Usage, exit 2: no input, or an output folder holding another run (OutputConflictError).
+        progress.close()
         raise UsageError(str(e)) from None
-    except PipelineError as e:
+    except PipelineError as e:  # the run failed, exit 1 (NoDocumentsError: nothing could be read)
         progress.close()
         fail(e)
     progress.close()
     if not quiet:
         manifest = result.manifest
-        click.echo(stats_table(manifest["stats"]), err=True)
+        click.echo(stats_table(manifest["stats"], wall_seconds=time.perf_counter() - started), err=True)
         click.echo("", err=True)
         click.echo(splits_table(manifest), err=True)
         totals = manifest["totals"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from tokpipe.errors import InvalidArgumentError, TokpipeError
 from tokpipe.pipeline.base import Filter, GlobalStage, Stage, StageResult, StageStats, register
-from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, load_config, parse_config
+from tokpipe.pipeline.config import DEFAULT_STAGES, PipelineConfig, check_types, load_config, parse_config
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,13 +60,25 @@ def run(inputs: Sequence[str | os.PathLike[str]] | Any, out_dir: str | os.PathLi
     a YAML/TOML file, or None for the default pipeline. ``options`` are
     :class:`tokpipe.pipeline.engines.RunOptions` fields (``workers``, ``shard_size``,
     ``strict``, ``overwrite``, ``output_format``: ``"parquet"``, ``"jsonl"``, ``"jsonl.gz"`` or
-    ``"jsonl.zst"``) plus reader options (``text_field``, ``id_field``, ``split``).
+    ``"jsonl.zst"``; ``keep_staging``: keep the staging once the run succeeded) plus reader
+    options (``text_field``, ``id_field``, ``split``).
     ``progress``, if given, is called with a :class:`tokpipe.pipeline.engines.ProgressUpdate`
-    as each phase advances. ``engine``: ``"local"`` (processes on this machine) or ``"ray"``
+    as each phase advances, and a few times a second in between (from a thread of the run,
+    never two calls at once). ``engine``: ``"local"`` (processes on this machine) or ``"ray"``
     (a Ray cluster: ``ray_address``, or the Ray already started in this process, else a new
     local one; ``pip install 'tokpipe[ray]'``). Returns the
     :class:`tokpipe.pipeline.engines.RunResult`.
+
+    A run that reads no document at all, every input set aside as unreadable (a wrong
+    ``text_field``, most often), is a failure: the output folder is written as always
+    (``manifest.json``, ``errors.jsonl``), then :class:`tokpipe.errors.NoDocumentsError` is
+    raised, its message naming the fields the input has and the one likely meant, its
+    ``result`` the ``RunResult``. A config value of the wrong type for its stage's parameter
+    is a :class:`tokpipe.errors.ConfigError` before any work, whether the config is a file, a
+    dict or a :class:`PipelineConfig`.
     """
+    from tokpipe.pipeline.engines.outcome import check_documents_read
+    from tokpipe.pipeline.engines.state import READ_STATS
     from tokpipe.pipeline.memory import check_data, split_inputs, stage
 
     parsed, reader, run_options = _prepare(config, options)
@@ -79,11 +91,14 @@ def run(inputs: Sequence[str | os.PathLike[str]] | Any, out_dir: str | os.PathLi
         check_data(data, reader)
     _check_stages_travel(parsed, run_options.workers if engine == "local" else 2)
     if data is None:
-        return _execute(parsed, paths or [], out_dir, run_options, progress, engine, ray_address)
-    with tempfile.TemporaryDirectory(prefix="tokpipe-memory-") as folder:
-        staged = stage(data, folder, reader)
-        with _named_as_data(staged):
-            return _execute(parsed, staged.files, out_dir, run_options, progress, engine, ray_address)
+        result = _execute(parsed, paths or [], out_dir, run_options, progress, engine, ray_address)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tokpipe-memory-") as folder:
+            staged = stage(data, folder, reader)
+            with _named_as_data(staged):
+                result = _execute(parsed, staged.files, out_dir, run_options, progress, engine, ray_address)
+    check_documents_read(result.out_dir, result.stats[READ_STATS], reader.text_field, result)
+    return result
 
 
 def texts(items: Iterable[str]) -> Texts:
@@ -140,7 +155,7 @@ def apply(data: Any, config: Config = None, *, rejected: bool = False, workers: 
     from tokpipe.pipeline.engines import LocalExecutor
     from tokpipe.pipeline.memory import check_data, stage
 
-    pointless = sorted(set(options) & {"output_format", "staging_dir", "overwrite"})
+    pointless = sorted(set(options) & {"output_format", "staging_dir", "overwrite", "keep_staging"})
     if pointless:
         raise InvalidArgumentError(f"apply() returns tables and keeps no folder: {', '.join(pointless)} is run()'s")
     parsed, reader, run_options = _prepare(config, {**options, "workers": workers})
@@ -163,7 +178,7 @@ def _prepare(config: Config, options: dict[str, Any]) -> tuple[PipelineConfig, R
     from tokpipe.pipeline.readers import ReaderOptions
 
     if isinstance(config, PipelineConfig):
-        parsed = config
+        parsed = check_types(config)  # one made in Python did not go through parse_config
     elif isinstance(config, dict):
         parsed = parse_config(config)
     else:
@@ -232,9 +247,11 @@ def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any
     """The kept (or, with ``rejected=True``, the rejected) documents of a finished run as one
     ``pyarrow.dataset.Dataset``, from the shards its manifest lists (a folder or a URL).
 
-    Opening the folder itself would also pick up ``rejected/`` and the JSON files beside the
-    shards; HF users can call ``datasets.load_dataset(out_dir)`` (and ``(out_dir,
-    "rejected")``), which reads the dataset card the run writes.
+    The kept shards are alone in ``out_dir/data`` (``pyarrow.dataset.dataset`` opens that
+    folder as it is, and ``out_dir/rejected``); HF users can call
+    ``datasets.load_dataset(out_dir)`` (and ``(out_dir, "rejected")``), which reads the dataset
+    card the run writes. This reads the manifest's list, which also covers a folder written by
+    an older tokpipe (shards in ``out_dir`` itself).
     """
     import pyarrow.dataset as pads
 

@@ -12,7 +12,9 @@
 Each item names a stage (``type``: a registered name, or a class's import path
 ``mypkg.stages:ShortDocs``, see :func:`tokpipe.pipeline.stages.resolve_stage`) and gives its
 parameters; anything unknown (stage, module, class, parameter, top-level key) is an error
-naming it, before any data is read. A config that is valid but probably not what was meant
+naming it, before any data is read, and so is a value of the wrong type for its parameter
+(``min_doc_words: fifty``; checked against the annotations of the stage's ``__init__``, see
+:mod:`tokpipe.pipeline.params`). A config that is valid but probably not what was meant
 (``Stage.config_warnings``: a ``pii`` stage with ``scrub_rejected: false`` after stages that
 drop documents) raises a ``tokpipe.errors.ConfigWarning``.
 """
@@ -30,8 +32,9 @@ from typing import Any
 from tokpipe import storage
 from tokpipe.errors import ConfigError, ConfigWarning, TokpipeError
 from tokpipe.pipeline.base import Stage
+from tokpipe.pipeline.params import check_params
 
-__all__ = ["PipelineConfig", "StageSpec", "DEFAULT_STAGES", "load_config", "parse_config"]
+__all__ = ["PipelineConfig", "StageSpec", "DEFAULT_STAGES", "load_config", "parse_config", "check_types"]
 
 #: The pipeline ``tokpipe clean`` runs without a config.
 DEFAULT_STAGES: list[dict[str, Any]] = [
@@ -120,6 +123,12 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
             if key not in accepted:
                 raise ConfigError(f"{where}: stage {name!r} has no parameter {key!r} "
                                   f"(parameters: {', '.join(accepted) or 'none'})")
+        try:
+            # Types first, from the constructor's annotations: a constructor that stores a
+            # value without looking would let a wrong one fail later, in a worker.
+            params = check_params(cls, params)
+        except ConfigError as e:
+            raise ConfigError(f"{where} ({name}): {e}") from None
         spec = StageSpec(name, params)
         try:
             built.append(spec.build())  # constructors validate their values
@@ -131,6 +140,21 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
     for n, stage in enumerate(built):
         for message in stage.config_warnings(built[:n]):
             warnings.warn(f"{source}: stages[{n + 1}] ({stage.name}): {message}", ConfigWarning, stacklevel=2)
+    return PipelineConfig(tuple(specs))
+
+
+def check_types(config: PipelineConfig, source: str = "config") -> PipelineConfig:
+    """``config`` with its values checked against its stages' parameter types (as
+    :func:`parse_config` checks them), for a config made in Python without it; values as the
+    stages take them (a path as its string)."""
+    specs = []
+    for n, spec in enumerate(config.stages, 1):
+        where = f"{source}: stages[{n}]"
+        try:
+            params = check_params(spec.stage_class(), spec.params)
+        except ConfigError as e:
+            raise ConfigError(f"{where} ({spec.type}): {e}") from None
+        specs.append(spec if all(params[k] is v for k, v in spec.params.items()) else StageSpec(spec.type, params))
     return PipelineConfig(tuple(specs))
 
 

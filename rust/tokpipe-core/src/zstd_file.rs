@@ -14,7 +14,7 @@
 
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 /// An open zstd file, decompressed as it is read.
@@ -66,6 +66,14 @@ impl ZstdFile {
         }
         Ok(filled)
     }
+
+    /// The bytes of the compressed file read so far: what a run's progress counts, since a
+    /// task's size is its file's. A little ahead of the output, as the decoder reads its
+    /// input a buffer at a time.
+    pub fn compressed_position(&self) -> Result<u64> {
+        let mut file: &File = self.decoder.get_ref().get_ref();
+        file.stream_position().map_err(|e| Error::io(&self.path, e))
+    }
 }
 
 #[cfg(test)]
@@ -93,6 +101,22 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, bytes).unwrap();
         path
+    }
+
+    #[test]
+    fn the_compressed_position_grows_to_the_file_size() {
+        let text = b"a line of text\n".repeat(100_000);
+        let compressed = zstd::encode_all(&text[..], 3).unwrap();
+        let path = temp_file("position.zst", &compressed);
+        let mut file = ZstdFile::open(&path).unwrap();
+        assert_eq!(file.compressed_position().unwrap(), 0);
+        let mut buf = vec![0u8; 4096];
+        file.read(&mut buf).unwrap();
+        let early = file.compressed_position().unwrap();
+        assert!(early > 0 && early <= compressed.len() as u64);
+        let (rest, error) = read_all(&mut file, 1 << 16);
+        assert!(error.is_none() && rest.len() + 4096 == text.len());
+        assert_eq!(file.compressed_position().unwrap(), compressed.len() as u64);
     }
 
     #[test]

@@ -133,6 +133,14 @@ impl ZstdFile {
         })
     }
 
+    /// The bytes of the compressed file read so far (what a run's progress counts).
+    fn compressed_position(&self) -> PyResult<u64> {
+        let Some(file) = self.inner.as_ref() else {
+            return Err(errors::state_error("position of a closed zstd file"));
+        };
+        file.compressed_position().py()
+    }
+
     fn close(&mut self) {
         self.inner = None;
     }

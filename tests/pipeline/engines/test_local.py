@@ -57,7 +57,7 @@ def read_rows(files: list[Path], columns: list[str]) -> list[tuple[object, ...]]
 
 def output_rows(out: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     """(id, text) of the kept documents and (id, text, reason) of the rejected ones."""
-    return (read_rows(sorted(out.glob("part-*.parquet")), ["id", "text"]),
+    return (read_rows(sorted(out.glob("data/part-*.parquet")), ["id", "text"]),
             read_rows(sorted(out.glob("rejected/part-*.parquet")), ["id", "text", "reason"]))
 
 
@@ -107,6 +107,75 @@ def test_rerun_is_a_no_op_and_another_config_is_refused(corpus: Path, tmp_path: 
     assert not (out / "rejected").exists() or not any((out / "rejected").glob("*.parquet"))
 
 
+def output_files(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_the_staging_goes_once_the_run_succeeded_and_a_rerun_redoes_nothing(corpus: Path, tmp_path: Path) -> None:
+    """Issue 22: ``.tokpipe/`` stayed forever, bigger than the output. Once the run
+    succeeded the folder holds the output alone; the same command again finds the run
+    finished (in its manifest) and rewrites nothing; another config is refused, and so is
+    another cut of the shards, which would need the staging."""
+    out = tmp_path / "out"
+    first = pipeline.run([corpus], out, workers=2, shard_size=20_000)
+    assert first.tasks_run > 0
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "errors.jsonl", "manifest.json", "rejected"]
+    files = output_files(out)
+    again = pipeline.run([corpus], out, workers=2, shard_size=20_000)
+    assert again.tasks_run == 0 and output_files(out) == files
+    assert (again.kept, again.rejected_rows, again.errors, again.shards) == \
+        (first.kept, first.rejected_rows, first.errors, first.shards)
+    assert {k: v.as_dict() for k, v in again.stats.items()} == {k: v.as_dict() for k, v in first.stats.items()}
+    with pytest.raises(PipelineError, match="different config"):
+        pipeline.run([corpus], out, config={"stages": [{"type": "normalize"}]}, workers=2, shard_size=20_000)
+    with pytest.raises(PipelineError, match="cannot be cut again"):
+        pipeline.run([corpus], out, workers=1, shard_size=20_000)
+    assert output_files(out) == files
+
+
+def test_a_finished_run_over_an_input_changed_since_is_not_called_done(corpus: Path, tmp_path: Path) -> None:
+    """Its staging gone, a finished run's manifest keeps its inputs' sizes and times: a rerun
+    after an input changed is refused, naming it, rather than reporting the old output."""
+    out = tmp_path / "out"
+    pipeline.run([corpus], out, workers=1)
+    changed = corpus / "part2.jsonl"
+    with open(changed, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "new", "text": "a document added after the run"}) + "\n")
+    with pytest.raises(PipelineError, match=f"input {changed} changed since the run began"):
+        pipeline.run([corpus], out, workers=1)
+
+
+def test_keep_staging_keeps_it_for_another_cut_of_the_shards(corpus: Path, tmp_path: Path) -> None:
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    pipeline.run([corpus], out, workers=2, shard_size=20_000, keep_staging=True)
+    assert (out / ".tokpipe" / "run.json").exists() and list((out / ".tokpipe" / "seg0").glob("*.json"))
+    recut = pipeline.run([corpus], out, workers=1, shard_size=20_000)
+    assert recut.tasks_run == 0  # the stages did not run again
+    assert not (out / ".tokpipe").exists()  # this run did not keep it
+    pipeline.run([corpus], fresh, workers=1, shard_size=20_000)
+    assert {k: v for k, v in output_files(out).items() if k != "manifest.json"} == \
+        {k: v for k, v in output_files(fresh).items() if k != "manifest.json"}
+
+
+def test_a_removal_cut_short_is_finished_by_the_rerun(corpus: Path, tmp_path: Path) -> None:
+    """A crash while the staging is removed leaves part of it, without ``run.json`` (removed
+    first): the same command finds the run finished, removes the rest, and redoes nothing."""
+    out = tmp_path / "out"
+    pipeline.run([corpus], out, workers=1, keep_staging=True)
+    files = output_files(out)
+    (out / ".tokpipe" / "run.json").unlink()
+    again = pipeline.run([corpus], out, workers=1)
+    assert again.tasks_run == 0 and not (out / ".tokpipe").exists()
+    assert output_files(out) == {k: v for k, v in files.items() if not k.startswith(".tokpipe/")}
+
+
+def test_a_staging_dir_elsewhere_goes_too(corpus: Path, tmp_path: Path) -> None:
+    out, staging = tmp_path / "out", tmp_path / "staging"
+    pipeline.run([corpus], out, workers=1, staging_dir=str(staging))
+    assert not staging.exists() and not (out / ".tokpipe").exists()
+    assert pipeline.run([corpus], out, workers=1, staging_dir=str(staging)).tasks_run == 0
+
+
 def test_strict_stops_at_the_first_bad_input(corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(PipelineError, match=r"bad\.jsonl|cut\.jsonl\.gz|empty\.jsonl|utf8\.jsonl"):
         pipeline.run([corpus], tmp_path / "out", workers=1, strict=True)
@@ -129,8 +198,9 @@ def test_a_killed_run_resumes_to_the_uninterrupted_output(tmp_path: Path, docume
 
     finish(start_cli("clean", str(corpus), "-o", str(out), "--workers", "1", "-q"))
     assert output_rows(out) == output_rows(reference)
-    assert [p.name for p in sorted(out.glob("*.parquet"))] == [p.name for p in sorted(reference.glob("*.parquet"))]
-    for a, b in zip(sorted(out.glob("*.parquet")), sorted(reference.glob("*.parquet"))):
+    assert [p.name for p in sorted(out.glob("data/*.parquet"))] == \
+        [p.name for p in sorted(reference.glob("data/*.parquet"))]
+    for a, b in zip(sorted(out.glob("data/*.parquet")), sorted(reference.glob("data/*.parquet"))):
         assert pq.read_table(a).equals(pq.read_table(b))
 
 
@@ -142,11 +212,12 @@ def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, 
     pipeline.run([corpus], out, workers=2, shard_size=20_000)
     kept, rejected = output_rows(out)
     # Inputs with different fields (jsonl with and without "n", a .txt) share one schema.
-    table = pads.dataset(sorted(str(p) for p in out.glob("part-*.parquet")), format="parquet").to_table()
+    # The kept shards' folder opens as it is, with no option: it holds them alone.
+    table = pads.dataset(str(out / "data")).to_table()
     assert sorted(zip(table.column("id").to_pylist(), table.column("text").to_pylist())) == kept
     assert table.schema.names[:2] == ["id", "text"] and "n" in table.schema.names
     assert pipeline.open_dataset(out).to_table().equals(pads.dataset(
-        [str(out / s.name) for s in sorted(out.glob("part-*.parquet"))], format="parquet").to_table())
+        [str(s) for s in sorted(out.glob("data/part-*.parquet"))], format="parquet").to_table())
     rejected_table = pipeline.open_dataset(out, rejected=True).to_table(columns=["id", "text", "reason"])
     assert sorted(zip(*(rejected_table.column(c).to_pylist() for c in ("id", "text", "reason")))) == rejected
 
@@ -157,7 +228,8 @@ def test_the_output_loads_as_one_table_in_pyarrow_and_hf_datasets(corpus: Path, 
     assert sorted(zip(loaded["id"], loaded["text"])) == kept
     loaded_rejected = datasets.load_dataset(str(out), "rejected", cache_dir=str(tmp_path / "hf-cache"))["train"]
     assert sorted(zip(loaded_rejected["id"], loaded_rejected["text"], loaded_rejected["reason"])) == rejected
-    parquet = datasets.load_dataset("parquet", data_files=str(out / "part-*.parquet"), cache_dir=str(tmp_path / "hf-cache"))
+    parquet = datasets.load_dataset("parquet", data_files=str(out / "data" / "part-*.parquet"),
+                                    cache_dir=str(tmp_path / "hf-cache"))
     assert parquet["train"].num_rows == len(kept)
 
 
@@ -246,7 +318,7 @@ def test_batches_are_bounded_by_bytes_from_reading_to_the_shards(tmp_path: Path)
     out = tmp_path / "out"
     pipeline.run([tmp_path / "big.parquet"], out, workers=1)
     groups = [pq.ParquetFile(shard).metadata.row_group(g).num_rows
-              for shard in sorted(out.glob("part-*.parquet")) for g in range(pq.ParquetFile(shard).num_row_groups)]
+              for shard in sorted(out.glob("data/part-*.parquet")) for g in range(pq.ParquetFile(shard).num_row_groups)]
     assert sum(groups) == 80
     assert max(groups) <= MAX_BATCH_TEXT_BYTES // size + 1, groups
 
@@ -260,7 +332,7 @@ def test_an_input_changed_before_the_resume_is_refused(tmp_path: Path) -> None:
     for f in range(3):
         write_jsonl(inputs / f"part{f}.jsonl", [{"id": f"{f}-{n}", "text": f"{text} {f} {n}"} for n in range(20)])
     out = tmp_path / "out"
-    pipeline.run([inputs], out, workers=1)
+    pipeline.run([inputs], out, workers=1, keep_staging=True)  # the staging, to cut as a crash would
     # As if the run had been killed while task 1 ran: its marker, and everything after, gone.
     state = out / ".tokpipe"
     (state / "seg0" / "000001.json").unlink()

@@ -134,7 +134,7 @@ def test_a_lock_moved_aside_by_mistake_goes_back(tmp_path: Path, monkeypatch: py
 def _rows(out: Path) -> list[tuple[str, str]]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(sorted(out.glob("part-*.parquet")), columns=["id", "text"])
+    table = pq.read_table(sorted(out.glob("data/part-*.parquet")), columns=["id", "text"])
     return sorted(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
 
 

@@ -77,7 +77,7 @@ def corpus(planted: tuple[Path, dict[str, str]]) -> Path:
 
 
 def outcome(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    kept = pq.read_table(sorted(out.glob("part-*.parquet")), columns=["id", "text", "dup_cluster"]).to_pylist()
+    kept = pq.read_table(sorted(out.glob("data/part-*.parquet")), columns=["id", "text", "dup_cluster"]).to_pylist()
     rejected = pq.read_table(sorted(out.glob("rejected/part-*.parquet")),
                              columns=["id", "reason", "stage", "duplicate_of"]).to_pylist()
     return sorted(kept, key=lambda r: r["id"]), sorted(rejected, key=lambda r: r["id"])

@@ -43,7 +43,8 @@ def test_ray_on_two_nodes_sharing_only_a_bucket_gives_the_local_output(
     assert sum(node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]) == 2
     source = upload(corpus, bucket, "in")
     pipeline.run([corpus], tmp_path / "local", config=CONFIG, workers=2)
-    result = pipeline.run([source], f"s3://{bucket}/out", config=CONFIG, workers=2, engine="ray")
+    # The staging kept, to see below where it went.
+    result = pipeline.run([source], f"s3://{bucket}/out", config=CONFIG, workers=2, engine="ray", keep_staging=True)
     assert remote_files(f"s3://{bucket}/out") == local_files(tmp_path / "local")
     assert result.rejected_rows > 0
     manifest = json.loads(s3().cat_file(f"{bucket}/out/manifest.json"))

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from tokpipe.errors import PipelineError
-from tokpipe.pipeline.engines.state import READ_STATS, RunState
+from tokpipe.pipeline.engines.state import READ_STATS, RunState, identity_digest
 from tokpipe.pipeline.readers import Task
 
 
@@ -233,6 +233,63 @@ def test_stale_shards_and_a_changed_cut(tmp_path: Path) -> None:
     state.begin_pack({"shard_rows": 20})
     assert not state.packed(0) and not state.packed(1)
     assert json.loads((out / ".tokpipe" / "pack" / "params.json").read_text(encoding="utf-8")) == {"shard_rows": 20}
+
+
+def test_stale_shards_in_the_data_folder(tmp_path: Path) -> None:
+    """The kept shards live in ``OUT/data``: a group's stale shards there go too, and so do
+    those an older tokpipe left in ``OUT`` itself."""
+    out = tmp_path / "out"
+    state = RunState(out)
+    state.begin({}, [], segments=1)
+    (out / "data").mkdir()
+    (out / "rejected").mkdir()
+    for name in ("data/part-00000-00000.parquet", "data/part-00001-00000.parquet", "data/part-00003-00000.jsonl.gz",
+                 "part-00001-00000.parquet", "rejected/part-00001-00000.parquet", "data/notes.txt"):
+        (out / name).write_bytes(b"x")
+    state.remove_group_shards(1)
+    state.remove_shards_past(2)
+    assert [p for p in tree(out) if not p.startswith(".tokpipe")] == ["data/", "data/notes.txt",
+                                                                      "data/part-00000-00000.parquet", "rejected/"]
+
+
+def test_remove_staging_leaves_the_lock_and_the_output(tmp_path: Path) -> None:
+    """After a run: ``OUT/.tokpipe`` keeps only the lock (given back later), the output is
+    untouched, and the folder then reads as finished when its manifest records a run."""
+    out = tmp_path / "out"
+    state = RunState(out)
+    state.begin({"config": 1}, [], segments=2)
+    (out / ".tokpipe" / "lock.json").write_text("{}", encoding="utf-8")
+    (out / ".tokpipe" / "seg0" / "kept").mkdir()
+    (out / ".tokpipe" / "seg0" / "kept" / "part-000000-0.arrow").write_bytes(b"ARROW1")
+    (out / "data").mkdir()
+    (out / "data" / "part-00000-00000.parquet").write_bytes(b"PAR1")
+    manifest = {"format": "tokpipe-dataset", "run": identity_digest({"config": 1})}
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert state.finished_manifest() is None  # its staging is still there: a run to resume
+    state.remove_staging()
+    assert tree(out) == [".tokpipe/", ".tokpipe/lock.json", "data/", "data/part-00000-00000.parquet",
+                         "manifest.json"]
+    assert state.identity() is None and state.finished_manifest() == manifest
+    (out / ".tokpipe" / "lock.json").unlink()
+    state.discard_if_empty()
+    assert tree(out) == ["data/", "data/part-00000-00000.parquet", "manifest.json"]
+    # A manifest that records no run (an older tokpipe's) is no finished run to rerun.
+    (out / "manifest.json").write_text(json.dumps({"format": "tokpipe-dataset"}), encoding="utf-8")
+    assert state.finished_manifest() is None
+
+
+def test_remove_staging_elsewhere_removes_the_folder(tmp_path: Path) -> None:
+    """A ``--staging-dir`` away from the output goes whole; the lock is in ``OUT/.tokpipe``."""
+    out, staging = tmp_path / "out", tmp_path / "staging"
+    state = RunState(out, staging)
+    state.begin({}, [], segments=1)
+    (out / ".tokpipe").mkdir(parents=True)
+    (out / ".tokpipe" / "lock.json").write_text("{}", encoding="utf-8")
+    (staging / "seg0" / "000000.json").write_text("{}", encoding="utf-8")
+    state.remove_staging()
+    assert not staging.exists()
+    assert tree(out) == [".tokpipe/", ".tokpipe/lock.json"]
+    state.remove_staging()  # again (a rerun finishing a removal cut short): nothing to do
 
 
 def test_stale_shards_of_every_output_format(tmp_path: Path) -> None:

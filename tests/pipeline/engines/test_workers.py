@@ -123,7 +123,7 @@ def _rows(out: Path) -> list[tuple[str, str]]:
     import pyarrow.parquet as pq
 
     rows: list[tuple[str, str]] = []
-    for shard in sorted(out.glob("part-*.parquet")):
+    for shard in sorted(out.glob("data/part-*.parquet")):
         table = pq.read_table(shard, columns=["id", "text"])
         rows += zip(table.column("id").to_pylist(), table.column("text").to_pylist())
     return sorted(rows)

@@ -12,6 +12,7 @@ import zstandard
 
 from tokpipe.errors import CorpusError
 from tokpipe.pipeline.readers import ReadError, ReaderOptions
+from tokpipe.pipeline.readers.base import fields_in_detail
 
 from .helpers import CORPORA, read_all, require
 
@@ -292,3 +293,22 @@ def test_malformed_json_detail_names_the_column_once(tmp_path: Path) -> None:
     assert rows == []
     assert [error.detail for error in errors] == ["Unterminated string starting at: column 10",
                                                   "Expecting value: column 10"]
+
+
+def test_a_record_without_the_text_field_lists_the_fields_it_has(tmp_path: Path) -> None:
+    """So that a run that read nothing can say which field was meant (issue 22): names only,
+    never values, at most 20 of them, each cut at 40 characters."""
+    path = tmp_path / "docs.jsonl"
+    wide = {f"f{n:02d}": n for n in range(25)}
+    long_name = "n" * 50
+    path.write_text(json.dumps({"id": "a", "text": "secret words", "url": "u"}) + "\n"
+                    + json.dumps({long_name: 1, "body": "more secret"}) + "\n" + json.dumps(wide) + "\n", encoding="utf-8")
+    _, errors = read_all([path], ReaderOptions(text_field="content"))
+    assert [e.detail for e in errors] == [
+        'no field \'content\'; fields: ["id", "text", "url"]',
+        'no field \'content\'; fields: ["' + "n" * 37 + '...", "body"]',
+        'no field \'content\'; fields: [' + ", ".join(f'"f{n:02d}"' for n in range(20)) + '] and 5 more',
+    ]
+    assert fields_in_detail(errors[0].detail) == (["id", "text", "url"], 0)
+    assert fields_in_detail(errors[2].detail)[1] == 5
+    assert fields_in_detail("no field 'content'") == ([], 0)

@@ -51,3 +51,10 @@ def test_file_errors(tmp_path: Path) -> None:
         ("c_empty.parquet", "", "empty_file"),
         ("d_corrupt.parquet", "", "unreadable_file"),
     ]
+
+
+def test_a_file_without_the_text_column_lists_its_columns(tmp_path: Path) -> None:
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": ["a"], "body": ["x"], "url": ["u"]}), path)
+    _, errors = read_all([path], ReaderOptions())
+    assert [(e.reason, e.detail) for e in errors] == [("missing_text_field", 'no column \'text\'; fields: ["id", "body", "url"]')]

@@ -133,7 +133,7 @@ def test_same_clusters_for_1_and_2_workers(planted: tuple[list[str], list[int]],
     for workers in (1, 2):
         out = tmp_path / f"out{workers}"
         result = pipeline.run([root], out, config=config, workers=workers)
-        kept = pq.read_table(sorted(out.glob("part-*.parquet")), columns=["id", "dup_cluster"]).to_pylist()
+        kept = pq.read_table(sorted(out.glob("data/part-*.parquet")), columns=["id", "dup_cluster"]).to_pylist()
         rejected = pq.read_table(sorted(out.glob("rejected/part-*.parquet")),
                                  columns=["id", "reason", "duplicate_of", "dup_cluster"]).to_pylist()
         outputs.append((sorted(kept, key=str), sorted(rejected, key=str)))

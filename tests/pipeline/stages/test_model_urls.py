@@ -182,7 +182,7 @@ def test_stage_models_by_url_in_a_run_on_two_workers(bucket: str, arpa: Path, tm
                                   config(model_url, f"s3://{bucket}/tok/gpt2_encoder.json").encode())
     run([inputs], tmp_path / "local", config=tmp_path / "local.yaml", workers=2)
     run([inputs], tmp_path / "remote", config=f"s3://{bucket}/configs/p.yaml", workers=2)
-    for folder in ("", "rejected/"):
+    for folder in ("data/", "rejected/"):
         local = pq.read_table(sorted((tmp_path / "local").glob(f"{folder}part-*.parquet")))
         remote = pq.read_table(sorted((tmp_path / "remote").glob(f"{folder}part-*.parquet")))
         assert local.num_rows > 0 and remote.equals(local), folder

@@ -112,7 +112,7 @@ def test_through_the_executor(documents: list[tuple[str, str]], tmp_path: Path) 
     for workers in (1, 2):
         out = tmp_path / f"out{workers}"
         result = pipeline.run([root], out, config={"stages": [{"type": "paragraph_dedup"}]}, workers=workers)
-        kept = {r["id"]: r["text"] for r in pq.read_table(sorted(out.glob("part-*.parquet"))).to_pylist()}
+        kept = {r["id"]: r["text"] for r in pq.read_table(sorted(out.glob("data/part-*.parquet"))).to_pylist()}
         assert kept == {f"d{i:03d}": t for i, t in enumerate(expected) if t is not None}
         rejected = pq.read_table(sorted(out.glob("rejected/part-*.parquet"))).to_pylist()
         assert [(r["id"], r["text"], r["reason"]) for r in rejected] == \

@@ -406,7 +406,7 @@ def outputs(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     def rows(pattern: str) -> list[dict[str, Any]]:
         found = [r for f in sorted(out.glob(pattern)) for r in pq.read_table(f).to_pylist()]
         return sorted(found, key=lambda r: r["id"])
-    return rows("part-*.parquet"), rows("rejected/part-*.parquet")
+    return rows("data/part-*.parquet"), rows("rejected/part-*.parquet")
 
 
 PIPELINE = {"stages": [{"type": "length_filter", "min": 60}, {"type": "exact_dedup"}, {"type": "pii"}]}

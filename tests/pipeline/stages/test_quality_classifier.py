@@ -321,7 +321,7 @@ def test_stage_through_the_executor(split: dict[str, tuple[list[str], ...]], mod
             out = tmp_path / f"{case}{workers}"
             config = {"stages": [{"type": "quality_classifier", "model": str(model_file), **params}]}
             result = pipeline.run([tmp_path / "in"], out, config=config, workers=workers)
-            kept = pq.read_table(sorted(out.glob("part-*.parquet"))).to_pylist()
+            kept = pq.read_table(sorted(out.glob("data/part-*.parquet"))).to_pylist()
             assert {r["id"] for r in kept} == expected, (case, workers)
             for r in kept:
                 assert r["quality_score"] == pytest.approx(scores[ids.index(r["id"])], abs=1e-12)

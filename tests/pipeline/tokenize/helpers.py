@@ -112,8 +112,10 @@ def read_documents(out: Path, split: str) -> list[tuple[str, list[int]]]:
 
 
 def digest(out: Path) -> dict[str, str]:
-    """sha256 of every output file (not the staging, not the manifest's run details)."""
-    files = sorted(p for p in out.rglob("*") if p.is_file() and ".tokpipe" not in p.parts and p.name != "manifest.json")
+    """sha256 of every output file (not the staging, not the manifest's run details nor the
+    dataset card made from them)."""
+    files = sorted(p for p in out.rglob("*")
+                   if p.is_file() and ".tokpipe" not in p.parts and p.name not in ("manifest.json", "README.md"))
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 

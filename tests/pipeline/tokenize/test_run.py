@@ -35,7 +35,7 @@ def test_documents_are_tiktokens_ids_in_the_seeded_order(corpus: Path, tmp_path:
     got = read_documents(out, "train")
     assert [i for i, _ in got] == [i for i, _ in want]
     assert got == want
-    dtype, megatron = read_megatron(out / "train" / "megatron")
+    dtype, megatron = read_megatron(out / "megatron" / "train")
     assert dtype == np.dtype("<u2")  # GPT-2: 50,257 ids < 65,500
     assert [m.tolist() for m in megatron] == [ids for _, ids in want]
     manifest = result.manifest
@@ -54,7 +54,7 @@ def test_an_interrupted_run_resumes_to_the_same_output(corpus: Path, tmp_path: P
     options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=1)
     reference, out = tmp_path / "reference", tmp_path / "out"
     tokenize_corpus([str(corpus)], reference, options, run_options(1))
-    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1, keep_staging=True))
     # As a killed run leaves it: some tasks without their commit marker, no manifest.
     markers = sorted((out / ".tokpipe" / "seg0").glob("*.json"))
     assert len(markers) > 3
@@ -89,7 +89,7 @@ def test_unshuffled_output_written_while_encoding_is_the_input_order(corpus: Pat
     assert read_documents(a, "train") == [d for d, v in zip(docs, val) if not v]
     assert read_documents(a, "val") == [d for d, v in zip(docs, val) if v]
     assert digest(a) == digest(b)
-    first = tokenize_corpus([str(corpus)], c, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], c, options, run_options(1, keep_staging=True))
     markers = sorted((c / ".tokpipe" / "seg0").glob("*.json"))
     for marker in markers[::3]:
         marker.unlink()
@@ -121,7 +121,7 @@ def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, d
         return start_cli("tokenize", *args, "-o", str(out))
 
     reference, out = tmp_path / "reference", tmp_path / "out"
-    finish(cli(reference))
+    finish(start_cli("tokenize", *args, "-o", str(reference), "--keep-staging"))  # its markers, counted below
     total = len(list((reference / ".tokpipe" / "seg0").glob("*.json")))
     proc = cli(out)
     assert 3 <= kill_after_markers(proc, out / ".tokpipe" / "seg0", 3) < total
@@ -129,3 +129,68 @@ def test_a_killed_tokenize_resumes_to_the_uninterrupted_output(tmp_path: Path, d
     finish(cli(out))
     assert digest(out) == digest(reference)
     assert recorded(out) == recorded(reference) == digest(reference)
+
+
+def test_the_staging_goes_after_success_and_the_linked_bin_stays_whole(corpus: Path, tmp_path: Path,
+                                                                        records: list[dict[str, str]]) -> None:
+    """One worker, no validation split: the train ``.bin`` is the staged ids file, hard-linked.
+    Removing the staging unlinks its name only: the ``.bin`` keeps every id, and verifies. A
+    rerun of the same command redoes nothing; other write options would need the staging."""
+    from tokpipe.errors import PipelineError
+    from tokpipe.pipeline.tokenize import verify_tokenized
+
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), shuffle=False)
+    out = tmp_path / "out"
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    assert first.tasks_run > 0 and not (out / ".tokpipe").exists()
+    assert (out / "megatron" / "train.bin").stat().st_nlink == 1  # the staging's name of it is gone
+    _, megatron = read_megatron(out / "megatron" / "train")
+    assert [m.tolist() for m in megatron] == [ids for _, ids in expected_docs(records)]
+    assert verify_tokenized(out, first.manifest) == []
+    files = digest(out)
+    again = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    assert again.tasks_run == 0 and digest(out) == files and again.manifest == first.manifest
+    with pytest.raises(PipelineError, match="other write options"):
+        tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=64,
+                                                             pack=True, shuffle=False), run_options(1))
+    assert digest(out) == files
+
+
+def test_keep_staging_rewrites_other_write_options_without_tokenizing(corpus: Path, tmp_path: Path) -> None:
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    tokenize_corpus([str(corpus)], out, TokenizeOptions(GPT2, formats=("megatron",), seed=2),
+                    run_options(1, keep_staging=True))
+    assert (out / ".tokpipe" / "run.json").exists()
+    packed = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=64, pack=True, seed=5, val_fraction=0.2)
+    rewritten = tokenize_corpus([str(corpus)], out, packed, run_options(1))
+    assert rewritten.tasks_run == 0  # written from the kept staging
+    assert not (out / ".tokpipe").exists()  # and this run kept none
+    tokenize_corpus([str(corpus)], fresh, packed, run_options(1))
+    assert digest(out) == digest(fresh)
+
+
+def test_the_output_opens_in_pyarrow_and_hf_datasets_without_options(corpus: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22: ``load_dataset(TOKENS)`` failed on documents.parquet. Each split's folder
+    holds its token shards alone, and the card's ``configs:`` name them (and the documents
+    files); the rows are the ones read from the shards the manifest lists."""
+    import pyarrow.dataset as pads
+
+    out = tmp_path / "out"
+    options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=32, pack=True, seed=3, val_fraction=0.2)
+    manifest = tokenize_corpus([str(corpus)], out, options, run_options(2)).manifest
+    listed = {name: pq.read_table([out / e["path"] for e in split["parquet"]])
+              for name, split in manifest["splits"].items()}
+    assert listed["train"].num_rows > 0 and listed["val"].num_rows > 0
+    for name in ("train", "val"):
+        assert pads.dataset(str(out / name)).to_table().equals(listed[name]), name
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf"))
+    assert sorted(loaded) == ["train", "validation"]
+    assert loaded["train"]["input_ids"] == listed["train"].column("input_ids").to_pylist()
+    assert loaded["validation"]["input_ids"] == listed["val"].column("input_ids").to_pylist()
+    documents = datasets.load_dataset(str(out), "documents", cache_dir=str(tmp_path / "hf"))
+    assert documents["train"].num_rows + documents["validation"].num_rows == manifest["totals"]["documents"]

@@ -21,13 +21,13 @@ def test_the_bin_is_the_staging_linked_or_copied_to_the_same_bytes(corpus: Path,
     is copied together in task order, to the same bytes."""
     options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=9, seq_len=40, pack=True)
     one, two = tmp_path / "one", tmp_path / "two"
-    tokenize_corpus([str(corpus)], one, options, run_options(1))
-    tokenize_corpus([str(corpus)], two, options, run_options(2))
+    tokenize_corpus([str(corpus)], one, options, run_options(1, keep_staging=True))
+    tokenize_corpus([str(corpus)], two, options, run_options(2, keep_staging=True))
     staged = sorted((one / ".tokpipe" / "seg0" / "kept").glob("ids-*.bin"))
     assert len(staged) == 1
-    assert os.path.samefile(staged[0], one / "train" / "megatron.bin")
+    assert os.path.samefile(staged[0], one / "megatron" / "train.bin")
     assert len(list((two / ".tokpipe" / "seg0" / "kept").glob("ids-*.bin"))) == 2
-    assert (two / "train" / "megatron.bin").stat().st_nlink == 1
+    assert (two / "megatron" / "train.bin").stat().st_nlink == 1
     assert digest(one) == digest(two)
     # The manifest lists every file with its sha256, whether the .bin was linked (its digest
     # read back) or copied (its digest taken while writing).

@@ -45,13 +45,13 @@ def test_megatron_cores_indexed_dataset_reads_the_output(corpus: Path, tmp_path:
     for split, positions in (("train", [p for p in order if p not in val]), ("val", [p for p in order if p in val])):
         if not positions:
             continue
-        dataset = IndexedDataset(str(out / split / "megatron"))
+        dataset = IndexedDataset(str(out / "megatron" / split))
         assert len(dataset) == len(positions)
         assert dataset.index.dtype == np.uint16
         assert list(dataset.document_indices) == list(range(len(positions) + 1))
         for i, p in enumerate(positions):
             assert dataset[i].tolist() == docs[p][1]
-        assert read_megatron(out / split / "megatron")[1][0].tolist() == docs[positions[0]][1]
+        assert read_megatron(out / "megatron" / split)[1][0].tolist() == docs[positions[0]][1]
 
 
 def test_packed_rows_are_the_shuffled_stream_cut_every_n_plus_1(corpus: Path, tmp_path: Path,
@@ -135,6 +135,6 @@ def test_o200k_ids_are_uint32_and_megatron_int32(tmp_path: Path, records: list[d
     assert result.manifest["dtype"] == "uint32"
     assert [ids for _, ids in read_documents(out, "train")] == want
     assert pq.read_schema(next((out / "train").glob("part-*.parquet"))).field("input_ids").type.value_type == "uint32"
-    dtype, megatron = read_megatron(out / "train" / "megatron")
+    dtype, megatron = read_megatron(out / "megatron" / "train")
     assert dtype == np.dtype("<i4")
     assert [m.tolist() for m in megatron] == want

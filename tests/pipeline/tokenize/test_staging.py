@@ -19,7 +19,7 @@ def test_damaged_staging_is_found_and_its_task_redone(corpus: Path, tmp_path: Pa
     options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=2)
     reference, out = tmp_path / "reference", tmp_path / "out"
     tokenize_corpus([str(corpus)], reference, options, run_options(1))
-    tokenize_corpus([str(corpus)], out, options, run_options(1))
+    tokenize_corpus([str(corpus)], out, options, run_options(1, keep_staging=True))  # the staging, to damage
     seg = out / ".tokpipe" / "seg0"
     staged = sorted((seg / "kept").glob("part-*.arrow"))
     assert len(staged) > 4
@@ -40,12 +40,12 @@ def test_a_short_ids_file_redoes_the_tasks_past_its_end(corpus: Path, tmp_path: 
     options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seq_len=100, pack=True, seed=2)
     reference, out = tmp_path / "reference", tmp_path / "out"
     tokenize_corpus([str(corpus)], reference, options, run_options(1))
-    first = tokenize_corpus([str(corpus)], out, options, run_options(1))
+    first = tokenize_corpus([str(corpus)], out, options, run_options(1, keep_staging=True))  # the staging, to cut
     seg = out / ".tokpipe" / "seg0"
     (ids,) = sorted((seg / "kept").glob("ids-*.bin"))
     ends = sorted(json.loads(m.read_text())["ids"]["end"] for m in seg.glob("*.json"))
     cut = ends[len(ends) // 2] - 1
-    os.unlink(out / "train" / "megatron.bin")  # the .bin is the same file: cut the staging alone
+    os.unlink(out / "megatron" / "train.bin")  # the .bin is the same file: cut the staging alone
     with open(ids, "r+b") as f:
         f.truncate(cut)
     resumed = tokenize_corpus([str(corpus)], out, options, run_options(1))
@@ -59,7 +59,7 @@ def test_tasks_staged_the_old_way_are_redone(corpus: Path, tmp_path: Path) -> No
     options = TokenizeOptions(GPT2, formats=("parquet", "megatron"), seed=5)
     reference, out = tmp_path / "reference", tmp_path / "out"
     tokenize_corpus([str(corpus)], reference, options, run_options(1))
-    tokenize_corpus([str(corpus)], out, options, run_options(1))
+    tokenize_corpus([str(corpus)], out, options, run_options(1, keep_staging=True))  # the staging, to age
     marker = sorted((out / ".tokpipe" / "seg0").glob("*.json"))[1]
     summary = json.loads(marker.read_text())
     del summary["ids"]

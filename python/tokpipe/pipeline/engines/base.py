@@ -15,7 +15,10 @@ resumes the run's state (``engines.state``), :meth:`Executor.pending` and
 :meth:`Executor.run` is ``tokpipe clean``: the stage list is cut at each global stage
 (``exact_dedup``...) into segments; each segment runs per task, in parallel; between segments
 a global stage decides once, over the keys of every task (``engines.decide``); a last pack
-step writes the final shards, then the merged stats, ``errors.jsonl`` and the manifest.
+step writes the final shards (``OUT/data``, ``OUT/rejected``), then the merged stats,
+``errors.jsonl``, the dataset card (``writers.card``) and the manifest, after which the
+staging is removed unless ``keep_staging`` (``RunState.remove_staging``). A rerun of a run
+finished so redoes nothing (:attr:`Executor.finished`).
 ``tokpipe tokenize`` uses ``plan``, ``pending``, ``segment_units`` and ``map`` with a staging
 of its own, then writes its shards itself.
 
@@ -29,6 +32,7 @@ any number of workers; only the cut of the final shards depends on ``workers``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -39,21 +43,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokpipe.errors import PipelineError
+from tokpipe.errors import OutputConflictError, PipelineError
 from tokpipe.pipeline import fs
 from tokpipe.pipeline.base import DecideContext, GlobalStage, StageStats
 from tokpipe.pipeline.config import PipelineConfig
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.engines.decide import decide
 from tokpipe.pipeline.engines.lock import RunLock
-from tokpipe.pipeline.engines.state import READ_STATS, STATE_DIR, RunState, local_staging
+from tokpipe.pipeline.engines.state import READ_STATS, RUN_KEY, STATE_DIR, RunState, identity_digest, local_staging
 from tokpipe.pipeline.engines.units import (ParquetStaging, Staging, pack_group, rewriters, run_segment_task,
                                             segments, task_bytes, task_label)
 from tokpipe.pipeline.engines.workers import disk_full_in_one_line
 from tokpipe.pipeline.fields import union_schema
 from tokpipe.pipeline.readers import ReaderOptions, Task, plan_tasks
-from tokpipe.pipeline.writers import ShardInfo, shard_suffix, write_manifest
+from tokpipe.pipeline.writers import ShardInfo, shard_suffix
+from tokpipe.pipeline.writers.card import clean_card
 from tokpipe.pipeline.writers.jsonl import check_output_format
+from tokpipe.pipeline.writers.manifest import DATA_DIR, REJECTED_DIR, build_manifest, publish_manifest
 from tokpipe.storage import Location, RemotePath, location
 
 __all__ = ["Executor", "WorkUnit", "RunOptions", "RunResult", "ProgressUpdate", "Progress"]
@@ -62,7 +68,9 @@ __all__ = ["Executor", "WorkUnit", "RunOptions", "RunResult", "ProgressUpdate", 
 @dataclass
 class ProgressUpdate:
     """Where a run is: ``done`` of ``total`` in ``unit`` ("bytes" of input in the segment
-    phases, "units" of work in the others), and the documents handled so far in this phase."""
+    phases, "units" of work in the others), and the documents handled so far in this phase
+    (by the units done). In bytes, ``done`` counts what the running units have read too
+    (the local engine: ``readers.meter``; on Ray, whole units only)."""
 
     phase: str
     done: int
@@ -87,6 +95,11 @@ class RunOptions:
     #: The final shards' format: one of ``writers.OUTPUT_FORMATS`` (parquet, jsonl, jsonl.gz,
     #: jsonl.zst).
     output_format: str = "parquet"
+    #: Keep the run's staging after it succeeds (``--keep-staging``): by default it is
+    #: removed once the manifest is written (``RunState.remove_staging``). Kept, a rerun of
+    #: ``tokpipe tokenize`` with other write options (or of ``clean`` with another
+    #: ``--shard-size``) rewrites the output from it without redoing the work.
+    keep_staging: bool = False
 
     def __post_init__(self) -> None:
         check_output_format(self.output_format)  # refused before any work, as a bad config is
@@ -144,6 +157,10 @@ class Executor:
         self.segments = segments(config)
         self._rewriters: list[tuple[int, dict[str, Any]]] | None = None
         self._lock: RunLock | None = None  # held from `plan` to `release`
+        #: The manifest of the run found finished by :meth:`plan` (its staging removed): a
+        #: rerun of the same command, which redoes nothing. None otherwise.
+        self.finished: dict[str, Any] | None = None
+        self._started = time.perf_counter()  # the manifest's wall_seconds: this call's, not a resumed run's whole
 
     # -- What an engine provides.
 
@@ -189,10 +206,23 @@ class Executor:
             raise
 
     def release(self) -> None:
-        """Gives back the output folder's lock taken by :meth:`plan`."""
+        """Gives back the output folder's lock taken by :meth:`plan` (and removes
+        ``OUT/.tokpipe`` when the lock was all the removed staging left there)."""
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()
+            if self.state.identity() is None:
+                self.state.discard_if_empty()
+
+    def identity_digest(self) -> str:
+        """The digest of what this run is (``state.identity_digest``), recorded in its
+        manifest so that a rerun of the same command finds it finished."""
+        return identity_digest(self._identity())
+
+    def finish_staging(self) -> None:
+        """After the manifest is written: the staging goes, unless ``keep_staging``."""
+        if not self.options.keep_staging:
+            self.state.remove_staging()
 
     def check_lock(self) -> None:
         """Stops the run (``LockHeld``) if another run took over its lock."""
@@ -214,19 +244,40 @@ class Executor:
         if self.options.overwrite:
             self.state.clear()
         previous = self.state.identity()
+        if previous is not None and previous != identity and not self.state.committed_anything():
+            # The run there never committed a unit of work (a stage that failed at its first
+            # task, a run stopped at once): nothing of it would be reused, so the corrected
+            # command starts over rather than being refused as another config.
+            self.state.clear()
+            previous = None
         if previous is not None:
             if previous != identity:
-                raise PipelineError(f"{self.out} holds a run with a different config, inputs, reader options or "
-                                    "output format; use --overwrite to start over, or another output folder")
+                raise OutputConflictError(f"{self.out} holds a run with a different config, inputs, reader options or "
+                                          "output format; use --overwrite to start over, or another output folder")
             tasks = self.state.tasks()
             self.state.check_inputs()
             return tasks
+        finished = self.state.finished_manifest()
+        if finished is not None and finished[RUN_KEY] != identity_digest(identity) and _read_nothing(finished):
+            # A finished run that read no document failed (engines.outcome): the corrected
+            # command (another --text-field, say) replaces it.
+            self.state.clear()
+            finished = None
+        if finished is not None:
+            if finished[RUN_KEY] != identity_digest(identity):
+                raise OutputConflictError(f"{self.out} holds a finished run with a different config, inputs, reader "
+                                          "options or output format; use --overwrite to start over, or another output "
+                                          "folder")
+            self.state.check_inputs(finished.get("input_files", {}), finished=True)
+            self.finished = finished  # a rerun of the same command: nothing to redo
+            return []
         if self.state.holds_anything():
             if self.state.root != self.out / STATE_DIR:
-                raise PipelineError(f"{self.out} is not empty, and the staging folder {self.state.root} holds no run "
-                                    "of it (was it begun on another machine, or with another --staging-dir?); give "
-                                    "that --staging-dir to resume, or use --overwrite or another folder")
-            raise PipelineError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another folder")
+                raise OutputConflictError(f"{self.out} is not empty, and the staging folder {self.state.root} holds no "
+                                          "run of it (was it begun on another machine, or with another --staging-dir?); "
+                                          "give that --staging-dir to resume, or use --overwrite or another folder")
+            raise OutputConflictError(f"{self.out} is not empty and holds no tokpipe run; use --overwrite or another "
+                                      "folder")
         tasks = plan_tasks(self.inputs, self.options.reader)
         self.state.begin(identity, tasks, len(self.segments))
         return tasks
@@ -260,6 +311,8 @@ class Executor:
     def run(self) -> RunResult:
         tasks = self.plan()
         try:
+            if self.finished is not None:
+                return self._finished_result(self.finished)
             # A full disk outside a work unit (a global decision, the manifest): one line too.
             with disk_full_in_one_line(str(self.out), "the run's own steps"):
                 return self._run(tasks)
@@ -285,7 +338,9 @@ class Executor:
         self.progress(ProgressUpdate(phase, done, total, "units"))
 
     def _pack(self, tasks: list[Task], workers: int) -> list[dict[str, Any]]:
-        self.state.begin_pack({"workers": workers, "shard_size": self.options.shard_size})
+        # `layout`: the kept shards' folder; a run begun by a tokpipe that packed into OUT itself
+        # has its packed groups redone into OUT/data (its shards there are stale shards).
+        self.state.begin_pack({"workers": workers, "shard_size": self.options.shard_size, "layout": DATA_DIR})
         kept_schema, rejected_schema = self._output_schemas(tasks)
         groups = [g for g in np.array_split(np.array([t.index for t in tasks], dtype=int), workers)]
         units = []
@@ -322,32 +377,46 @@ class Executor:
     def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
         stats = self.state.merged_stats(tasks, [g.type if g is not None else None for _, g in self.segments])
         errors, _ = self.state.merge_errors(tasks)
-        shards = [ShardInfo(**s) for p in packs for s in p["shards"]]
+        # Kept shards are named from OUT (data/part-...), as the manifest lists them; rejected
+        # ones from OUT/rejected, as write_manifest takes them.
+        shards = [ShardInfo(**{**s, "name": f"{DATA_DIR}/{s['name']}"}) for p in packs for s in p["shards"]]
         rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
-        card = _DATASET_CARD.format(suffix=shard_suffix(self.options.output_format))
-        fs.write_text(self.out / "README.md", card)
         ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
-        write_manifest(self.out, shards=shards, rejected=rejected, config=self.config.to_dict(),
-                       stats={name: s.as_dict() for name, s in ordered.items()},
-                       extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors})
+        manifest = build_manifest(shards=shards, rejected=rejected, config=self.config.to_dict(),
+                                  stats={name: s.as_dict() for name, s in ordered.items()},
+                                  extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors,
+                                         "wall_seconds": round(time.perf_counter() - self._started, 3),
+                                         "shard_size": self.options.shard_size, RUN_KEY: self.identity_digest(),
+                                         "input_files": self.state.recorded_inputs()})
+        card = clean_card(manifest, shard_suffix(self.options.output_format),
+                          [(s.type, dict(s.params)) for s in self.config.stages], DATA_DIR, REJECTED_DIR)
+        fs.write_text(self.out / "README.md", card)
+        publish_manifest(self.out, manifest)  # last: the run is finished
+        self.finish_staging()
         return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
 
+    def _finished_result(self, manifest: dict[str, Any]) -> RunResult:
+        """A rerun of a finished run whose staging was removed: its result, from its
+        manifest, with nothing redone. Refused when it asks for another cut of the shards,
+        which needs the staging."""
+        cut = {"workers": self.options.workers, "shard_size": self.options.shard_size}
+        recorded = {key: manifest.get(key) for key in cut}
+        if recorded != cut:
+            raise OutputConflictError(f"{self.out} holds this run, finished with workers={recorded['workers']} and "
+                                      f"shard_size={recorded['shard_size']}; its staging was removed, so its shards "
+                                      f"cannot be cut again for workers={cut['workers']} and "
+                                      f"shard_size={cut['shard_size']}: give the same options, or use --overwrite to "
+                                      "run it again (--keep-staging keeps what a new cut needs)")
+        self.state.remove_staging()  # what a removal cut short by a crash may have left
+        stats = {name: StageStats.from_dict(name, data) for name, data in manifest["stats"].items()}
+        shards = [ShardInfo(e["path"], e["rows"], e["bytes"], e["sha256"]) for e in manifest["shards"]]
+        rejected = [ShardInfo(e["path"].removeprefix(f"{REJECTED_DIR}/"), e["rows"], e["bytes"], e["sha256"])
+                    for e in manifest["rejected"]]
+        errors = manifest.get("errors", 0)
+        return RunResult(self.out, stats, shards, rejected, errors if isinstance(errors, int) else 0, 0)
 
-# HF `datasets` reads the YAML header of a folder's README.md to find the data: with it,
-# `load_dataset(OUT)` gives the kept documents and `load_dataset(OUT, "rejected")` the rest,
-# and the manifest, errors.jsonl and staging files are never mistaken for data. `{suffix}`: the
-# shards' (".parquet", ".jsonl.gz"...).
-_DATASET_CARD = """---
-configs:
-- config_name: default
-  data_files: "part-*{suffix}"
-- config_name: rejected
-  data_files: "rejected/part-*{suffix}"
----
-# Dataset written by tokpipe clean
 
-- `part-*{suffix}`: the kept documents (`id`, `text`, and the input's other fields).
-- `rejected/part-*{suffix}`: the dropped documents, with `reason`, `stage` and `duplicate_of`.
-- `errors.jsonl`: input that could not be read (file, location, reason).
-- `manifest.json`: every shard with rows, bytes and sha256; the config; per-stage stats.
-"""
+def _read_nothing(manifest: dict[str, Any]) -> bool:
+    """Whether a finished run's manifest records that its readers yielded no document."""
+    read = manifest.get("stats", {}).get(READ_STATS)
+    return isinstance(read, dict) and read.get("kept") == 0

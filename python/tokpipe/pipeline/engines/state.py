@@ -15,7 +15,8 @@
     OUT/.tokpipe/global{k}/done.json         its stats (written last); scratch/ while it decides
     OUT/.tokpipe/pack/{w}.json        worker group w's final shards (written last), params.json
     OUT/.tokpipe/shuffle/             ``tokpipe tokenize``'s spilled key-range buckets
-    OUT/part-{w:05d}-*.parquet (or .jsonl[.gz|.zst]), OUT/rejected/..., OUT/errors.jsonl (merged here)
+    OUT/data/part-{w:05d}-*.parquet   the kept shards (or .jsonl[.gz|.zst]); OUT/rejected/...,
+                                      OUT/errors.jsonl (merged here)
 
 (``{t}`` is the task's number in six digits.) The state folder may live elsewhere than
 ``OUT/.tokpipe`` (``--staging-dir``: on local disk for an output in a bucket, by default), and
@@ -25,11 +26,21 @@ its marker last; :meth:`RunState.committed` says whether a marker and the files 
 are whole, so a killed run redoes exactly the units without one. :class:`RunState` holds
 only paths, so it travels to worker processes with the units. Files are touched through
 ``pipeline.fs``.
+
+Once a run has finished (its manifest written, last), its staging is removed
+(:meth:`RunState.remove_staging`; ``--keep-staging`` keeps it): ``run.json`` first, then the
+rest, and ``OUT/.tokpipe`` itself once the lock is given back. What a later command needs is
+in the manifest: ``run`` holds the digest of the run's identity (:func:`identity_digest`) and
+``input_files`` what ``inputs.json`` held, so a rerun of the same command finds the run
+finished (:meth:`RunState.finished_manifest`) and redoes nothing unless an input changed
+since (:meth:`RunState.check_inputs`), and a removal cut short by a crash is completed by that
+rerun.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,14 +59,16 @@ from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.engines.lock import RunLock
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.writers import OUTPUT_FORMATS, hash_path, shard_suffix
-from tokpipe.pipeline.writers.manifest import ERRORS_NAME, REJECTED_DIR
+from tokpipe.pipeline.writers.manifest import DATA_DIR, ERRORS_NAME, MANIFEST_NAME, REJECTED_DIR
 
-__all__ = ["RunState", "STATE_DIR", "READ_STATS", "Accept", "local_staging"]
+__all__ = ["RunState", "STATE_DIR", "READ_STATS", "RUN_KEY", "Accept", "local_staging", "identity_digest"]
 
 #: The state folder in an output folder.
 STATE_DIR = ".tokpipe"
 #: Stats key of the readers: documents read and input set aside, per reason.
 READ_STATS = "read"
+#: The manifest's key for the digest of the identity of the run that wrote it.
+RUN_KEY = "run"
 _LOCK = "lock.json"
 _INPUTS = "inputs.json"
 _RUN = "run.json"
@@ -67,6 +80,12 @@ _MAGIC = {".arrow": b"ARROW1", ".parquet": b"PAR1"}
 
 #: A staging's own test of a task's marker (``state``, segment, marker): False redoes the task.
 Accept = Callable[["RunState", int, dict[str, Any]], bool]
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """The sha256 of a run's identity (config, inputs, reader options...), as a finished
+    run's manifest records it under :data:`RUN_KEY`: a rerun compares it with its own."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
 def local_staging(out: Location) -> Location | None:
@@ -131,22 +150,31 @@ class RunState:
             return {}
         return {path: size for path, (size, _) in fs.read_json(recorded).items()}
 
-    def check_inputs(self) -> None:
+    def recorded_inputs(self) -> dict[str, Any]:
+        """Each input file's size and version as the run recorded them when it began (what
+        a finished run's manifest keeps as ``input_files``, for :meth:`check_inputs` once
+        the staging is gone)."""
+        recorded = self.root / _INPUTS
+        return dict(fs.read_json(recorded)) if fs.exists(recorded) else {}
+
+    def check_inputs(self, recorded: dict[str, Any] | None = None, finished: bool = False) -> None:
         """Refuses to resume over inputs that changed since the run began: the output would
         mix documents of the old and the new file. (A run begun by an older tokpipe recorded
-        none.)"""
-        recorded = self.root / _INPUTS
-        if not fs.exists(recorded):
-            return
-        for path, (size, version) in fs.read_json(recorded).items():
+        none.) ``recorded``: the record to check (by default, the staging's); ``finished``:
+        the run is a finished one, found again by a rerun, which would otherwise call an
+        output of other inputs done."""
+        if recorded is None:
+            recorded = self.recorded_inputs()
+        what = "be rerun as done" if finished else "resume"
+        for path, (size, version) in recorded.items():
             try:
                 now_size, now_version = storage.version(path)
             except OSError as error:
-                raise PipelineError(f"{self.out} cannot resume: input {path} is gone or unreadable since the run "
+                raise PipelineError(f"{self.out} cannot {what}: input {path} is gone or unreadable since the run "
                                     f"began ({error.strerror or error}); restore it, or start over with "
                                     "--overwrite") from None
             if (now_size, now_version) != (size, version):
-                raise PipelineError(f"{self.out} cannot resume: input {path} changed since the run began "
+                raise PipelineError(f"{self.out} cannot {what}: input {path} changed since the run began "
                                     f"(size {size:,} -> {now_size:,} bytes, or its modification time or ETag); "
                                     "restore it, or start over with --overwrite")
 
@@ -154,10 +182,53 @@ class RunState:
         """Whether the output folder holds anything besides the run lock."""
         return any(self._contents())
 
+    def committed_anything(self) -> bool:
+        """Whether the run here ever committed a unit of work: a task's marker in a segment,
+        a global stage's decision, a worker group's shards. A run that did not (refused by a
+        stage at its first task, interrupted at once) holds nothing a resume would reuse."""
+        for folder in fs.listing(self.root):
+            if folder.name.startswith("seg") or folder.name == "pack":
+                if fs.listing(folder, "[0-9]*.json"):
+                    return True
+            elif folder.name.startswith("global") and fs.exists(folder / _DONE):
+                return True
+        return False
+
     def clear(self) -> None:
         """Deletes what the output folder and the state folder hold (``--overwrite``) but the
         lock this run holds."""
         for entry in list(self._contents()):
+            if fs.is_dir(entry) and not fs.is_link(entry):
+                fs.remove_tree(entry, ignore_errors=False)
+            else:
+                fs.remove(entry)
+
+    def finished_manifest(self) -> dict[str, Any] | None:
+        """The manifest of a run that finished in this folder and whose staging was removed
+        (one recording its identity's digest under :data:`RUN_KEY`), or None."""
+        path = self.out / MANIFEST_NAME
+        if self.identity() is not None or not fs.exists(path):
+            return None
+        try:
+            manifest = fs.read_json(path)
+        except (OSError, ValueError):
+            return None
+        return manifest if isinstance(manifest, dict) and isinstance(manifest.get(RUN_KEY), str) else None
+
+    def remove_staging(self) -> None:
+        """Removes a finished run's staging (call it once the manifest is written, with the
+        lock held): ``run.json`` first, so a removal cut short leaves a folder that reads as
+        finished (:meth:`finished_manifest`), not a run to resume from half its markers; then
+        the rest of the state folder, but the lock. Files linked from the output (a Megatron
+        ``.bin`` hard-linked to the staged ids) keep their data: only the staging's name of
+        them goes."""
+        fs.remove(self.root / _RUN)
+        if self.root != self.out / STATE_DIR:
+            fs.remove_tree(self.root, ignore_errors=False)
+            return
+        for entry in fs.listing(self.root):
+            if entry == self._lock_path():
+                continue
             if fs.is_dir(entry) and not fs.is_link(entry):
                 fs.remove_tree(entry, ignore_errors=False)
             else:
@@ -330,11 +401,12 @@ class RunState:
                 fs.remove(stale)
 
     def _final_shards(self, pattern: str) -> list[Location]:
-        """The final shards in ``OUT`` and ``OUT/rejected`` whose names match ``pattern``, in
-        any output format (``.parquet``, ``.jsonl.gz``...)."""
+        """The final shards in ``OUT/data`` and ``OUT/rejected`` (and ``OUT``, where an older
+        tokpipe put the kept ones) whose names match ``pattern``, in any output format
+        (``.parquet``, ``.jsonl.gz``...)."""
         suffixes = tuple(shard_suffix(name) for name in OUTPUT_FORMATS)
-        return [path for folder in (self.out, self.out / REJECTED_DIR) for path in fs.listing(folder, pattern)
-                if path.name.endswith(suffixes)]
+        return [path for folder in (self.out, self.out / DATA_DIR, self.out / REJECTED_DIR)
+                for path in fs.listing(folder, pattern) if path.name.endswith(suffixes)]
 
     # -- tokpipe tokenize's shuffle.
 

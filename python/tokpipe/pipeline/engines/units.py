@@ -40,11 +40,11 @@ from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.engines.state import READ_STATS, RunState
 from tokpipe.pipeline.fields import conform
-from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, read_task
+from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, meter, read_task
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
 from tokpipe.pipeline.readers.parquet import parquet_batches
 from tokpipe.pipeline.writers import JsonlShardWriter, ParquetShardWriter, ShardInfo
-from tokpipe.pipeline.writers.manifest import REJECTED_DIR
+from tokpipe.pipeline.writers.manifest import DATA_DIR, REJECTED_DIR
 from tokpipe.storage import Location
 
 __all__ = ["run_segment_task", "pack_group", "Staging", "ParquetStaging", "StagingWriter", "staging_writer",
@@ -225,8 +225,11 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         deciding = _global_stage(previous_global) if previous_global is not None else None
         verdicts = state.verdicts(k - 1, task.index) if deciding is not None else None
         offset = 0
+        staged_rows, read_rows = int(previous.get("kept", 0)), 0
         for path in state.staged_files(k - 1, previous, "kept"):
             for batch in parquet_batches(fs.parquet_file(path), reader.get("batch_rows", 1024)):
+                read_rows += batch.num_rows
+                meter.report(read_rows, staged_rows)  # progress: the staged rows stand for the task's bytes
                 if STAGED_KEY in batch.schema.names:
                     batch = batch.drop_columns([STAGED_KEY])
                 if verdicts is not None and deciding is not None:
@@ -343,8 +346,9 @@ def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage
 def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, shard_size: int,
                kept_schema: pa.Schema, rejected_schema: pa.Schema, output_format: str = "parquet") -> dict[str, Any]:
     """Worker group ``worker``'s final shards: its tasks' last-segment documents in task
-    order, and every segment's rejected documents, each cast to the run's one schema, in
-    ``output_format`` (``writers.OUTPUT_FORMATS``)."""
+    order (in ``OUT/data``), and every segment's rejected documents (in ``OUT/rejected``),
+    each cast to the run's one schema, in ``output_format`` (``writers.OUTPUT_FORMATS``).
+    The shards' names in the summary are relative to their folder."""
     last = segments - 1
 
     def staged(kind: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -354,7 +358,7 @@ def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, sh
                     for batch in parquet_batches(fs.parquet_file(path), _PACK_ROWS):
                         yield conform(batch, schema)
 
-    with _final_writer(state.out, worker, shard_size, output_format) as kept, \
+    with _final_writer(state.out / DATA_DIR, worker, shard_size, output_format) as kept, \
             _final_writer(state.out / REJECTED_DIR, worker, shard_size, output_format) as rejected:
         rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
                            for info in rejected.write(batch)]

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from tokpipe.errors import CorpusError, PipelineError
+from tokpipe.pipeline.readers import meter
 
 __all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line", "worker_context"]
 
@@ -82,13 +83,16 @@ def _disk_full(error: BaseException) -> bool:
     return "No space left on device" in text or "Disk quota exceeded" in text
 
 
-def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", place: str = "") -> Any:
+def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", place: str = "",
+             size: int | None = None) -> Any:
     """Runs one work unit (``label`` names it in the pool's journal and in messages; ``place``
-    is the output folder). A strict-mode input error and a full disk become the run's
-    failure, in one line."""
+    is the output folder; ``size``: its bytes of input, which the readers' progress meter
+    counts as they read, ``readers.meter``). A strict-mode input error and a full disk
+    become the run's failure, in one line."""
     if _start_error is not None:
         raise _start_error
     _note(label)
+    meter.start(size)
     try:
         with disk_full_in_one_line(place, label or "a work unit"):
             result = fn(*args)
@@ -96,6 +100,8 @@ def run_unit(fn: Callable[..., Any], args: tuple[Any, ...], label: str = "", pla
         return result
     except CorpusError as e:
         raise PipelineError(str(e)) from None
+    finally:
+        meter.stop()
 
 
 @contextmanager
@@ -121,13 +127,21 @@ def _note(label: str) -> None:
         _journal.send((os.getpid(), label[:1000]))
 
 
-def _start_worker(workers: int, parent: int, journal: Any, stages: bytes | None = None) -> None:
+def _start_worker(workers: int, parent: int, journal: Any, stages: bytes | None = None,
+                  reading: tuple[Any, Any] | None = None) -> None:
     """A worker's set-up: its share of the cores, its journal, its life bound to the run's
-    process (``parent``), and the run's stage classes (``stages``, from
-    ``shipping.stage_payload``)."""
+    process (``parent``), the run's stage classes (``stages``, from
+    ``shipping.stage_payload``), and its slot of the pool's progress counters (``reading``:
+    the counters and the next free index, see ``WorkerPool``)."""
     global _journal, _start_error
     share_cores(workers)
     _journal = journal
+    if reading is not None:
+        counters, claimed = reading
+        with claimed.get_lock():
+            index, claimed.value = claimed.value, claimed.value + 1
+        if index < len(counters):
+            meter.attach(counters, index)
     if stages is not None:
         from tokpipe.pipeline.engines.shipping import adopt_stages
 
@@ -204,15 +218,22 @@ class WorkerPool:
     worker notes in a journal (a queue to this process) which unit it starts, so when one is
     killed, :meth:`failure` can name that unit and how the worker died. ``stages``: the
     run's stage classes (``shipping.stage_payload``), which every worker adopts as it
-    starts."""
+    starts. Each worker also takes a counter of shared memory as it starts, where its
+    readers count the bytes the unit it runs has read (``readers.meter``); :meth:`reading`
+    sums them, for progress within units."""
 
     def __init__(self, workers: int, stages: bytes | None = None) -> None:
         context = worker_context()
         # The writing end stays open here too: the executor starts workers as units are
         # submitted, each given it anew. This process only reads.
         self._notes, self._journal = context.Pipe(duplex=False)
+        # One counter per worker, each worker claiming the next free one; the executor
+        # starts no more than `workers` processes and replaces none.
+        self._reading = meter.slots(workers, context)
+        claimed = context.Value("i", 0)
         self._executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                                initargs=(workers, os.getpid(), self._journal, stages))
+                                                initargs=(workers, os.getpid(), self._journal, stages,
+                                                          (self._reading, claimed)))
         self._running: dict[int, str] = {}
         self._processes: dict[int, Any] = {}
         # Read as it is written: a pipe holds 64 KB, and a worker whose note finds it full
@@ -240,12 +261,18 @@ class WorkerPool:
         self._notes.close()
         self._journal.close()
 
-    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str) -> cf.Future[Any]:
-        future = self._executor.submit(run_unit, fn, args, label, place)
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], label: str, place: str,
+               size: int | None = None) -> cf.Future[Any]:
+        future = self._executor.submit(run_unit, fn, args, label, place, size)
         # The executor starts workers as units are submitted and keeps them (pid -> Process)
         # in `_processes`, which it empties once broken: kept here for their exit codes.
         self._processes.update(getattr(self._executor, "_processes", None) or {})
         return future
+
+    def reading(self) -> int:
+        """The bytes the units running now have read so far (a unit's count is reset as it
+        ends, before its result is handed back)."""
+        return sum(self._reading)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

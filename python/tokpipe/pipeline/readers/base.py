@@ -9,6 +9,8 @@ is the one place a reader reports through, so ``strict`` behaves the same in eve
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -26,6 +28,8 @@ __all__ = [
     "BatchBuilder",
     "utf8_size",
     "MAX_BATCH_TEXT_BYTES",
+    "missing_field_detail",
+    "fields_in_detail",
 ]
 
 READ_ERROR_REASONS = (
@@ -123,6 +127,38 @@ class ErrorSink:
             raise CorpusError(f"{where}: {reason}: {detail}")
         self.reported += 1
         self.on_error(error)
+
+
+# What the detail of a ``missing_text_field`` error lists of the fields the record (or the
+# file) has: enough to see a misnamed text field, never a record's worth of names.
+_LISTED_FIELDS = 20
+_FIELD_NAME_CHARS = 40
+_FIELDS_LISTED = re.compile(r"; fields: (\[.*\])(?: and (\d+) more)?$")
+
+
+def missing_field_detail(problem: str, names: Iterable[str]) -> str:
+    """The detail of a ``missing_text_field`` error: ``problem`` and the fields found instead,
+    as a JSON list (``no field 'content'; fields: ["id", "text"]``), so that the end of a run
+    that read nothing can say which field was meant (:func:`fields_in_detail`). Names only,
+    never values; at most 20, each cut at 40 characters."""
+    names = list(names)
+    shown = [name if len(name) <= _FIELD_NAME_CHARS else name[:_FIELD_NAME_CHARS - 3] + "..."
+             for name in names[:_LISTED_FIELDS]]
+    more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
+    return f"{problem}; fields: {json.dumps(shown, ensure_ascii=False)}{more}"
+
+
+def fields_in_detail(detail: str) -> tuple[list[str], int]:
+    """The fields a :func:`missing_field_detail` lists, and how many more it left out (an
+    empty list for a detail without them)."""
+    found = _FIELDS_LISTED.search(detail)
+    if found is None:
+        return [], 0
+    try:
+        names = json.loads(found.group(1))
+    except ValueError:
+        return [], 0
+    return [str(n) for n in names], int(found.group(2) or 0)
 
 
 def utf8_size(text: str) -> int:

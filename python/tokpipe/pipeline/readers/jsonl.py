@@ -12,7 +12,8 @@ A ``.json`` file is read as JSON Lines too: a file holding one JSON array is not
 would have to be read whole); it shows up as a ``malformed_json`` or non-object error.
 
 Bad lines are reported and skipped: ``malformed_json`` (not JSON, or JSON that is not an
-object), ``missing_text_field``, ``null_text``, ``non_string_text_field``, ``invalid_utf8`` (bytes that are not UTF-8, or
+object), ``missing_text_field`` (its detail lists the record's fields, to show a misnamed text
+field), ``null_text``, ``non_string_text_field``, ``invalid_utf8`` (bytes that are not UTF-8, or
 a ``\\ud800``-style lone surrogate escape, which no UTF-8 text can hold), and
 ``document_too_large``. A line longer than ``max_document_bytes`` plus 1 MiB of room for the
 other fields is set aside as too large without being parsed, so one runaway line cannot
@@ -39,7 +40,8 @@ from tokpipe import _core
 
 from tokpipe.pipeline.fields import JsonText, loads_record
 
-from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, id_to_string, utf8_size
+from .base import (BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, id_to_string, missing_field_detail,
+                   utf8_size)
 from .lines import iter_blocks
 
 __all__ = ["read_jsonl"]
@@ -136,7 +138,7 @@ def _read_line(line: bytes, number: int, task: Task, options: ReaderOptions, max
         return True, None
     text_field, id_field = options.text_field, options.id_field
     if text_field not in record:
-        sink.report(where, "missing_text_field", f"no field {text_field!r}")
+        sink.report(where, "missing_text_field", missing_field_detail(f"no field {text_field!r}", record))
         return True, None
     text = record.pop(text_field)
     if text is None:

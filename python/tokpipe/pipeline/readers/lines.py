@@ -25,10 +25,11 @@ import shutil
 import tempfile
 import zlib
 from collections import OrderedDict
-from typing import BinaryIO, Iterator, Optional
+from typing import BinaryIO, Callable, Iterator, Optional
 
 from tokpipe import _core, storage
 
+from . import meter
 from .base import ErrorSink, Task
 
 __all__ = ["UTF8_BOM", "BLOCK_BYTES", "compression_of", "open_decompressed", "iter_blocks", "iter_lines",
@@ -69,6 +70,12 @@ class _ZstdStream(io.RawIOBase):
 
     def __init__(self, path: str) -> None:
         self._file = _core.ZstdFile(path)
+        #: The compressed file's size (progress counts its bytes).
+        self.size = os.path.getsize(path)
+
+    def compressed_position(self) -> int:
+        """The bytes of the compressed file read so far."""
+        return self._file.compressed_position()  # type: ignore[no-any-return]
 
     def readable(self) -> bool:
         return True
@@ -113,6 +120,22 @@ def _spooled_zstd(url: str) -> _ZstdStream:
         return _ZstdStream(tmp)
     finally:
         os.unlink(tmp)
+
+
+def _compressed_progress(stream: BinaryIO, compression: str) -> Optional[Callable[[], None]]:
+    """For a compressed stream: a call that reports to the progress meter how much of the
+    compressed file has been read (None when the meter counts nothing now). Progress counts
+    file bytes, which for a compressed file are not the bytes the reader gets."""
+    if not meter.active():
+        return None
+    if compression == "gzip":
+        raw = stream.myfileobj  # type: ignore[attr-defined]
+        size = storage.open_size(raw)
+        return lambda: meter.report(raw.tell(), size)
+    zstd = getattr(stream, "raw", None)
+    if isinstance(zstd, _ZstdStream):
+        return lambda: meter.report(zstd.compressed_position(), zstd.size)
+    return None
 
 
 def _checkpoint_key(path: str) -> tuple[str, int, int | str]:
@@ -199,8 +222,13 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
             position = line_start_at_or_after(stream, task.start)
             stream.seek(position)
             number = newlines_before(task.path, position) + 1 if position else 1
+            counted = meter.active()
+            owned = (task.end if task.end is not None else size) - task.start
+            progress = None
         else:
             position, number = 0, 1
+            counted = False
+            progress = _compressed_progress(stream, compression)
         end = task.end
         # `buffer[:filled]` holds the bytes read from file offset `position` on (a line start):
         # whole lines up to `line_start`, then the start of a line still being read. Reads go
@@ -230,6 +258,11 @@ def iter_blocks(task: Task, sink: ErrorSink, max_line_bytes: int) -> Iterator[tu
                 return
             if not got:
                 break
+            # Once a read (up to a block), never per line: a few calls per 8 MB.
+            if counted:
+                meter.report(position + filled + got - task.start, owned)
+            elif progress is not None:
+                progress()
             any_bytes = True
             last_newline = buffer.rfind(b"\n", filled, filled + got)
             if last_newline >= 0:

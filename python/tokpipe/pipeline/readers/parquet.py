@@ -7,8 +7,8 @@ carried through with its own type (a column named ``id`` or ``text`` that is not
 text field is renamed ``input_id`` / ``input_text``).
 
 Whole-file errors (location ``""``): a file that is not Parquet or cannot be opened
-(``unreadable_file``), no rows (``empty_file``), no text column (``missing_text_field``), a
-text column of another type (``non_string_text_field``). Row errors: ``null_text``,
+(``unreadable_file``), no rows (``empty_file``), no text column (``missing_text_field``, its
+detail listing the columns), a text column of another type (``non_string_text_field``). Row errors: ``null_text``,
 ``invalid_utf8`` (binary text columns only: Arrow string columns are UTF-8 by construction),
 ``document_too_large``. A file that breaks midway (a corrupt row group) keeps the rows before
 and is one ``unreadable_file`` error at the first row not read.
@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from tokpipe.pipeline import fs
 
-from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Task
+from . import meter
+from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Task, missing_field_detail
 
 __all__ = ["read_parquet", "parquet_batches"]
 
@@ -55,11 +56,12 @@ def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadErr
         return
     with parquet:
         schema = parquet.schema_arrow
-        if parquet.metadata.num_rows == 0:
+        rows = parquet.metadata.num_rows
+        if rows == 0:
             sink.report("", "empty_file", "the file has no rows")
             return
         if options.text_field not in schema.names:
-            sink.report("", "missing_text_field", f"no column {options.text_field!r}")
+            sink.report("", "missing_text_field", missing_field_detail(f"no column {options.text_field!r}", schema.names))
             return
         text_type = schema.field(options.text_field).type
         if not (_is_string(text_type) or _is_binary(text_type)):
@@ -75,6 +77,7 @@ def read_parquet(task: Task, options: ReaderOptions, on_error: Callable[[ReadErr
             except (OSError, pa.ArrowException) as error:
                 sink.report(f"row {first_row}", "unreadable_file", f"{type(error).__name__}: {error}; rows from here on are unread")
                 return
+            meter.report(first_row - 1 + batch.num_rows, rows)  # progress: rows stand for the file's bytes
             yield from _documents(batch, first_row, task.path, options, sink)
             first_row += batch.num_rows
 

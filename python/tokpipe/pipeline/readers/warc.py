@@ -42,6 +42,7 @@ import pyarrow as pa
 from tokpipe import storage
 from tokpipe.errors import CorpusError
 
+from . import meter
 from .base import BatchBuilder, ErrorSink, ReadError, ReaderOptions, Task, utf8_size
 from .lines import open_decompressed
 
@@ -89,12 +90,15 @@ def read_warc(task: Task, options: ReaderOptions, on_error: Callable[[ReadError]
         # HTTP is parsed here, not by FastWARC: the whole block must be read to compare its
         # length with Content-Length, which is how a truncated archive shows.
         records = iter(archive_iterator(stream, parse_http=False))
+        counted = meter.active()
         while True:
             try:
                 record = next(records, None)
                 if record is None:
                     break
                 number += 1
+                if counted:
+                    meter.report(stream.tell(), size)  # a record is a read, a few KB at least
                 if not record.record_type & documents:
                     continue
                 block = record.reader.read(options.max_document_bytes + _HTTP_HEADER_ALLOWANCE)

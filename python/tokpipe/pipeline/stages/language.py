@@ -88,7 +88,7 @@ class LanguageFilter(Stage):
 
     name = "language"
 
-    def __init__(self, languages: list[str] | None = None, min_score: float | None = 0.65, backend: str = "lingua",
+    def __init__(self, languages: str | list[str] | None = None, min_score: float | None = 0.65, backend: str = "lingua",
                  candidate_languages: list[str] | None = DEFAULT_CANDIDATES, max_chars: int | None = 1000,
                  low_accuracy: bool = False, model_path: str | None = None) -> None:
         if isinstance(languages, str):

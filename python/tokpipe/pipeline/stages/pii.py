@@ -134,8 +134,8 @@ in a log, an error or the stats: the stats only count spans per type (``pii_<typ
   can drop documents, the config raises a ``tokpipe.errors.ConfigWarning``. What this stage
   drops (``drop_doc``) is scrubbed either way.
 
-``tokpipe tokenize`` runs no stage but ``tokenize``: its ``documents.parquet`` copies the
-input's ids as they are. Tokenize the output of a ``tokpipe clean`` run with this stage.
+``tokpipe tokenize`` runs no stage but ``tokenize``: its documents files
+(``documents/{split}.parquet``) copy the input's ids as they are. Tokenize the output of a ``tokpipe clean`` run with this stage.
 
 (A long module: a third of it is this documentation, which users read here, and the walk
 through nested fields stays beside the stage whose rules it applies.)

@@ -16,7 +16,7 @@ rule off, and a document is dropped for the first rule it fails.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -113,10 +113,10 @@ class GopherQuality(Filter):
     name = "gopher_quality"
 
     def __init__(self, min_doc_words: int | None = 50, max_doc_words: int | None = 100000,
-                 min_avg_word_length: float | str | None = "auto", max_avg_word_length: float | None = 10,
+                 min_avg_word_length: float | Literal["auto"] | None = "auto", max_avg_word_length: float | None = 10,
                  max_symbol_word_ratio: float | None = 0.1, max_bullet_lines_ratio: float | None = 0.9,
                  max_ellipsis_lines_ratio: float | None = 0.3, max_non_alpha_words_ratio: float | None = 0.8,
-                 min_stop_words: int | str | None = "auto", stop_words: Sequence[str] | None = None,
+                 min_stop_words: int | Literal["auto"] | None = "auto", stop_words: Sequence[str] | None = None,
                  language: str = "en") -> None:
         _check_language(self.name, language)
         self.min_doc_words = min_doc_words

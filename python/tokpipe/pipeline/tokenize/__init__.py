@@ -45,9 +45,10 @@ Two phases.
    the file's length are not detected (ext4's default ``data=ordered`` mode writes data
    before the size that exposes it).
 
-Outputs, per split (``OUT/train``, ``OUT/val``):
+Outputs, per split (``train``, ``val``); each split's folder holds its Parquet shards alone,
+so ``pyarrow.dataset.dataset(OUT/train)`` opens it with no option:
 
-* ``part-00000-NNNNN.parquet``: ``id``, ``input_ids`` (list<uint16> when vocab_size <= 65536,
+* ``OUT/{split}/part-00000-NNNNN.parquet``: ``id``, ``input_ids`` (list<uint16> when vocab_size <= 65536,
   else list<uint32>) and ``length`` per document; or, with ``pack``, rows of exactly
   ``seq_len + 1`` tokens (``input_ids``; ``length`` = real tokens in the row; written by
   ``tokpipe_core::packed_parquet``, the same file pyarrow writes), so a training
@@ -56,18 +57,24 @@ Outputs, per split (``OUT/train``, ``OUT/val``):
   runs on into the next rows (or, with ``truncate``, is cut to ``seq_len + 1`` tokens first).
   The last partial row is dropped and its tokens counted (``dropped_tail_tokens``), or with
   ``pad_tail`` filled with EOS (the ``length`` column says how many tokens are real).
-* ``megatron.bin`` / ``megatron.idx``: Megatron-LM's indexed dataset, one sequence per
+* ``OUT/megatron/{split}.bin`` / ``.idx``: Megatron-LM's indexed dataset, one sequence per
   document (Megatron's GPTDataset packs documents into samples itself, so packing does not
   apply to it; truncation does), listed in output order over a ``.bin`` in input order
   (see above; megatron-core reads each sequence at its pointer).
-* ``documents.parquet``: ``id`` and ``length`` of every document in output order (what
-  ``tokpipe stats`` reads, and the provenance of each row).
+* ``OUT/documents/{split}.parquet``: ``id`` and ``length`` of every document in output order
+  (what ``tokpipe stats`` reads, and the provenance of each row; the manifest's
+  ``documents_file``).
 
+``OUT/README.md`` is the dataset card (``writers.card``): ``configs:`` that make the folder an
+HF dataset (splits ``train`` and ``validation``; a ``documents`` config), and a summary.
 ``OUT/manifest.json`` (written last) has per shard and per split the documents and tokens,
 the dtype, the tokenizer file and its sha256, the EOS id, seq_len, seed and split fraction,
-and under ``files`` every file the run published (the shards, each split's
-``documents.parquet`` and Megatron pair, ``errors.jsonl``) with its size and sha256, which
-``writers.manifest.verify_tokenized`` (``tokpipe stats --verify``) checks. The digests cost
+and under ``files`` every file the run published (the shards, each split's documents file and
+Megatron pair, ``errors.jsonl``) with its size and sha256, which
+``writers.manifest.verify_tokenized`` (``tokpipe stats --verify``) checks; and the run's
+identity digest and input files (``engines.state``), by which a rerun of the same command
+finds the run done once its staging is removed (after the manifest; ``--keep-staging`` keeps
+it, for a rewrite with other write options that skips phase 1). The digests cost
 no second pass where the bytes go through Python anyway: the ``.idx``, and a ``.bin`` copied
 into place (hashed on a thread beside the copy). Parquet files are read once after they are closed, and a ``.bin``
 linked to the staging is read once on a thread of its own while the shuffle writes the rest.

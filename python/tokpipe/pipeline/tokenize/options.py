@@ -14,11 +14,19 @@ from tokpipe.storage import Location, location
 from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.writers import MANIFEST_NAME
 
-__all__ = ["TokenizeOptions", "TokenizeResult", "FORMAT", "FORMAT_VERSION", "SPLITS", "read_tokenized_manifest"]
+__all__ = ["TokenizeOptions", "TokenizeResult", "FORMAT", "FORMAT_VERSION", "SPLITS", "DOCUMENTS_DIR", "MEGATRON_DIR",
+           "read_tokenized_manifest"]
 
 FORMAT = "tokpipe-tokenized"
-FORMAT_VERSION = 1
+#: 2: each split's documents file in ``documents/`` (``documents_file``) and its Megatron pair
+#: in ``megatron/``, so that a split's folder holds its Parquet shards alone; 1 had both in
+#: the split's folder (still read: the manifest names them).
+FORMAT_VERSION = 2
 SPLITS = ("train", "val")
+#: Folder of each split's ``id`` and ``length`` per document (``documents/train.parquet``).
+DOCUMENTS_DIR = "documents"
+#: Folder of each split's Megatron pair (``megatron/train.bin``, ``.idx``).
+MEGATRON_DIR = "megatron"
 _MASK = (1 << 64) - 1
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,20 +14,24 @@ from typing import Any
 import numpy as np
 
 from tokpipe import __version__, storage
-from tokpipe.errors import ConfigError, PipelineError
+from tokpipe.errors import ConfigError, OutputConflictError, PipelineError
 from tokpipe.pipeline import fs
+from tokpipe.pipeline.base import StageStats
 from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.engines.base import Progress, RunOptions
 from tokpipe.pipeline.engines.local import LocalExecutor
-from tokpipe.pipeline.engines.state import READ_STATS, RunState
+from tokpipe.pipeline.engines.outcome import check_documents_read
+from tokpipe.pipeline.engines.state import READ_STATS, RUN_KEY, RunState
 from tokpipe.pipeline.engines.workers import disk_full_in_one_line
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.stages.tokenize import file_sha256, find_eos, ids_dtype, load_tokenizer
-from tokpipe.pipeline.tokenize.options import FORMAT, FORMAT_VERSION, SPLITS, TokenizeOptions, TokenizeResult
+from tokpipe.pipeline.tokenize.options import (DOCUMENTS_DIR, FORMAT, FORMAT_VERSION, MEGATRON_DIR, SPLITS,
+                                               TokenizeOptions, TokenizeResult)
 from tokpipe.pipeline.tokenize.shuffle import write_bins, write_in_order, write_shuffled
 from tokpipe.pipeline.tokenize.sinks import BinLayout, Split
 from tokpipe.pipeline.tokenize.staging import IdsStaging, StagedTask, staged_documents
 from tokpipe.pipeline.writers import MANIFEST_NAME, read_manifest
+from tokpipe.pipeline.writers.card import tokens_card
 from tokpipe.pipeline.writers.ids_staging import close_ids_files
 from tokpipe.pipeline.writers.manifest import ERRORS_NAME
 
@@ -112,20 +117,25 @@ def _expand_inputs(inputs: list[str]) -> list[str]:
 def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions,
                     run: RunOptions = RunOptions(), progress: Progress | None = None) -> TokenizeResult:
     """Runs both phases (see the package docstring) and returns the manifest. The output
-    folder is locked from the start to the end (see ``engines.lock``)."""
+    folder is locked from the start to the end (see ``engines.lock``). A run that read no
+    document (every input set aside) raises ``NoDocumentsError`` once its output is written."""
     executors: list[LocalExecutor] = []
     try:
         # A full disk in the write phase, outside any work unit: one line too.
         with disk_full_in_one_line(os.fspath(out_dir), "the writing of the shards"):
-            return _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
+            result = _tokenize_corpus(inputs, out_dir, options, run, progress, executors)
     finally:
         for executor in executors:
             executor.release()
+    # Written, and yet a failure when no document could be read (engines.outcome).
+    check_documents_read(result.out_dir, result.stats[READ_STATS], run.reader.text_field, result)
+    return result
 
 
 def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions, run: RunOptions,
                      progress: Progress | None, executors: list[LocalExecutor]) -> TokenizeResult:
     progress = progress or (lambda update: None)
+    started = time.perf_counter()  # the manifest's wall_seconds (this call's)
     final = storage.location(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
     # Batches of at least _ENCODE_BATCH_ROWS documents: each batch ends with encoding threads
@@ -156,18 +166,22 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     params = {**options.global_params(), "shard_size": run.shard_size,
               "tokenizer_sha256": file_sha256(options.tokenizer)}
     manifest_path = final / MANIFEST_NAME
+    if executor.finished is not None:
+        return _finished_result(executor, final, params)
     previous: dict[str, Any] | None = None
     if fs.exists(manifest_path) and not todo:
         previous = fs.read_json(manifest_path)
-        # A manifest without digests (an older tokpipe's) is written again, with them.
-        if previous.get("params") != params or "files" not in previous:
+        # A manifest without digests or without its run's identity (an older tokpipe's) is
+        # written again, with them.
+        if previous.get("params") != params or "files" not in previous \
+                or previous.get(RUN_KEY) != executor.identity_digest():
             previous = None
     splits: dict[str, Split] = {}
     streamer: _Streamer | None = None
     scratch = state.shuffle_scratch()
     if previous is None:
         fs.remove(manifest_path)
-        for name in SPLITS:
+        for name in (*SPLITS, DOCUMENTS_DIR, MEGATRON_DIR):
             fs.remove_tree(out / name)
             if out != final:
                 fs.remove_tree(final / name)
@@ -196,6 +210,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
         errors, errors_digest = state.merge_errors(tasks, digest=True)
         assert errors_digest is not None
         if previous is not None:
+            executor.finish_staging()
             return TokenizeResult(out, previous, stats, 0)
 
         summaries = [state.summary(0, t.index) for t in tasks]
@@ -231,6 +246,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
                    "tokens": sum(s["tokens"] for s in summaries_out.values())},
         "stats": {name: s.as_dict() for name, s in ordered.items()},
         "inputs": executor.inputs, "errors": errors, "params": params,
+        "wall_seconds": round(time.perf_counter() - started, 3),
         "files": sorted([{"path": ERRORS_NAME, "bytes": errors_digest[0], "sha256": errors_digest[1]},
                          *(entry for split in splits.values() for entry in split.files)], key=lambda e: e["path"]),
     }
@@ -239,8 +255,28 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
             if entry["path"] != ERRORS_NAME:  # merged straight into OUT
                 fs.publish_copy(out / entry["path"], final / entry["path"])
         fs.remove_tree(out)
-    fs.write_json(manifest_path, manifest)
+    manifest[RUN_KEY] = executor.identity_digest()
+    manifest["input_files"] = state.recorded_inputs()  # what a rerun checks once the staging is gone
+    documents = {name: split.documents_file for name, split in splits.items()}
+    fs.write_text(final / "README.md", tokens_card(manifest, documents))
+    fs.write_json(manifest_path, manifest)  # last: the run is finished
+    executor.finish_staging()
     return TokenizeResult(final, manifest, ordered, len(todo))
+
+
+def _finished_result(executor: LocalExecutor, final: storage.Location, params: dict[str, Any]) -> TokenizeResult:
+    """A rerun of a finished run whose staging was removed: its manifest, with nothing
+    redone; refused when it asks for other write options, which need the staging."""
+    manifest = executor.finished
+    assert manifest is not None
+    if manifest.get("params") != params:
+        raise OutputConflictError(f"{final} holds this run, finished with other write options (seq_len, pack, "
+                                  "shuffle, split, formats or shard size); its staging was removed, so it cannot be "
+                                  "written again without tokenizing again: use --overwrite to do so (--keep-staging "
+                                  "keeps the staging for a cheap re-write)")
+    executor.state.remove_staging()  # what a removal cut short by a crash may have left
+    stats = {name: StageStats.from_dict(name, data) for name, data in manifest["stats"].items()}
+    return TokenizeResult(final, manifest, stats, 0)
 
 
 def _local_output(root: storage.Location) -> Path:

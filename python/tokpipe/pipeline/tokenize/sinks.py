@@ -1,7 +1,7 @@
 """Sinks: the documents of one split, in their final order, to each output format
-(:class:`Split`: Parquet shards of documents or packed rows, the Megatron pair and
-``documents.parquet``), and where each document's ids go in the Megatron ``.bin``
-(:class:`BinLayout`).
+(:class:`Split`: Parquet shards of documents or packed rows in ``OUT/{split}/``, the Megatron
+pair ``OUT/megatron/{split}.bin``/``.idx`` and ``OUT/documents/{split}.parquet``), and where
+each document's ids go in the Megatron ``.bin`` (:class:`BinLayout`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tokpipe.pipeline import fs
 from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.kernels import arrow_of, list_buffers
 from tokpipe.pipeline.stages.tokenize import INPUT_IDS, LENGTH
-from tokpipe.pipeline.tokenize.options import SPLITS, TokenizeOptions
+from tokpipe.pipeline.tokenize.options import DOCUMENTS_DIR, MEGATRON_DIR, SPLITS, TokenizeOptions
 from tokpipe.pipeline.writers import hash_path
 from tokpipe.pipeline.writers.megatron import MegatronWriter, megatron_dtype
 from tokpipe.pipeline.writers.parquet import ParquetShardWriter
@@ -39,12 +39,16 @@ _IN_FLIGHT = 2
 
 
 class Split:
-    """Everything written for one split: Parquet shards (documents or packed rows), the
-    Megatron pair and documents.parquet, with their counts."""
+    """Everything written for one split: Parquet shards (documents or packed rows) alone in
+    their folder (``OUT/{name}``, which ``pyarrow.dataset`` then opens as one table), the
+    Megatron pair and the documents file, each in a folder of its own, with their counts."""
 
     def __init__(self, out: Path, name: str, options: TokenizeOptions, dtype: str, vocab_size: int,
                  eos: int | None, shard_size: int) -> None:
         self.out, self.name, self.options = out / name, name, options
+        self.root = out
+        #: The documents file, from OUT.
+        self.documents_file = f"{DOCUMENTS_DIR}/{name}.parquet"
         self.dtype = np.dtype(dtype)
         self.value_type = pa.from_numpy_dtype(np.dtype(dtype))
         self.eos = eos
@@ -62,13 +66,13 @@ class Split:
         self._parquet = ParquetShardWriter(self.out, 0, shard_size, use_dictionary=False,
                                            file_format="packed" if options.pack else "parquet") \
             if "parquet" in options.formats else None
-        self.megatron = MegatronWriter(self.out / "megatron", megatron_dtype(vocab_size)) \
+        self.megatron = MegatronWriter(out / MEGATRON_DIR / name, megatron_dtype(vocab_size)) \
             if "megatron" in options.formats else None
         self._doc_writer: pq.ParquetWriter | None = None
-        self._doc_tmp = fs.temp_name(self.out / "documents.parquet")
+        self._doc_tmp = fs.temp_name(out / self.documents_file)
         self._carry = np.zeros(0, dtype=self.dtype)
         self._pending: deque[tuple[pa.Array, pa.Array, np.ndarray | None]] = deque()
-        # Two writer threads, each in order: the Parquet shards, and documents.parquet with the
+        # Two writer threads, each in order: the Parquet shards, and the documents file with the
         # Megatron pair. Encoding, compression and file writes release the GIL, so both run
         # beside the thread that gathers the next documents.
         self._io = cf.ThreadPoolExecutor(1, thread_name_prefix="tokpipe-write")
@@ -164,7 +168,7 @@ class Split:
         self.documents += len(lengths)
         self.tokens += len(flat)
         if self._doc_writer is None:
-            fs.make_dirs(self.out)
+            fs.make_dirs(self._doc_tmp.parent)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]),
                                                 compression="zstd")
         doc_writer, megatron = self._doc_writer, self.megatron
@@ -236,10 +240,11 @@ class Split:
     def _done(self, info: Any, tokens: int) -> None:
         self.shards.append({"path": f"{self.name}/{info.name}", "rows": info.rows, "tokens": tokens,
                             "bytes": info.bytes, "sha256": info.sha256})
-        self._published(info.name, (info.bytes, info.sha256))
+        self._published(f"{self.name}/{info.name}", (info.bytes, info.sha256))
 
-    def _published(self, name: str, digest: tuple[int, str]) -> None:
-        self.files.append({"path": f"{self.name}/{name}", "bytes": digest[0], "sha256": digest[1]})
+    def _published(self, path: str, digest: tuple[int, str]) -> None:
+        """A file published for the split (``path`` from OUT)."""
+        self.files.append({"path": path, "bytes": digest[0], "sha256": digest[1]})
 
     def close(self) -> dict[str, Any]:
         if self._pending_rows:
@@ -264,18 +269,20 @@ class Split:
         if self.megatron is not None:
             documents = self.megatron.close()
             assert self.megatron.bin_digest is not None and self.megatron.idx_digest is not None
-            summary["megatron"] = {"prefix": f"{self.name}/megatron", "dtype": self.megatron.dtype.name,
+            prefix = f"{MEGATRON_DIR}/{self.name}"
+            summary["megatron"] = {"prefix": prefix, "dtype": self.megatron.dtype.name,
                                    "documents": documents, "tokens": self.megatron.tokens,
                                    "bin_bytes": self.megatron.bin_digest[0]}
-            self._published(self.megatron.bin_path.name, self.megatron.bin_digest)
-            self._published(self.megatron.idx_path.name, self.megatron.idx_digest)
+            self._published(f"{prefix}.bin", self.megatron.bin_digest)
+            self._published(f"{prefix}.idx", self.megatron.idx_digest)
         if self._doc_writer is None:
-            fs.make_dirs(self.out)
+            fs.make_dirs(self._doc_tmp.parent)
             self._doc_writer = pq.ParquetWriter(self._doc_tmp, pa.schema([(ID, pa.string()), (LENGTH, pa.int32())]))
         self._doc_writer.close()
-        self._published("documents.parquet", hash_path(self._doc_tmp))
-        fs.publish(self._doc_tmp, self.out / "documents.parquet")
-        summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens})
+        self._published(self.documents_file, hash_path(self._doc_tmp))
+        fs.publish(self._doc_tmp, self.root / self.documents_file)
+        summary.update({"documents": self.documents, "tokens": self.tokens, "truncated_tokens": self.truncated_tokens,
+                        "documents_file": self.documents_file})
         return summary
 
     def _flush_tail(self) -> None:

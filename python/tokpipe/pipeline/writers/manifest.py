@@ -5,7 +5,10 @@ size and hash. It is written last, atomically, once every shard is published, so
 means the run finished; ``verify_manifest`` then checks the folder against it (a shard
 missing, changed or truncated, a row count that disagrees with the Parquet footer or with the
 lines of a JSON Lines shard, or a shard on disk that the manifest does not list). Shard paths
-are relative to ``OUT`` and use ``/``; rejected documents live under ``OUT/rejected/``.
+are relative to ``OUT`` and use ``/``: the kept documents' shards live under ``OUT/data/``
+(``DATA_DIR``; an older tokpipe wrote them in ``OUT`` itself, and its manifest says so), the
+rejected documents' under ``OUT/rejected/``, so that each folder holds one table that plain
+tools (``pyarrow.dataset``, HF ``datasets``) open without options.
 
 ``verify_tokenized`` checks a ``tokpipe tokenize`` folder against its manifest (which
 ``pipeline.tokenize`` writes) with the same file checks (``check_file``,
@@ -33,9 +36,10 @@ from tokpipe.pipeline.writers.jsonl import JSONL_FORMATS, OUTPUT_FORMATS, count_
 from tokpipe.pipeline.writers.megatron import MAGIC
 from tokpipe.pipeline.writers.parquet import ShardInfo
 
-__all__ = ["MANIFEST_NAME", "ERRORS_NAME", "FORMAT", "FORMAT_VERSION", "REJECTED_DIR", "write_manifest", "read_manifest",
-           "verify_manifest", "check_file", "check_parquet_rows", "check_jsonl_rows", "is_plain_relative",
-           "verify_tokenized"]
+__all__ = ["MANIFEST_NAME", "ERRORS_NAME", "FORMAT", "FORMAT_VERSION", "DATA_DIR", "REJECTED_DIR", "write_manifest",
+           "build_manifest", "publish_manifest", "read_manifest", "verify_manifest", "check_file",
+           "check_parquet_rows", "check_jsonl_rows", "is_plain_relative", "verify_tokenized",
+           "tokenized_documents_path"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -44,6 +48,8 @@ MANIFEST_NAME = "manifest.json"
 ERRORS_NAME = "errors.jsonl"
 FORMAT = "tokpipe-dataset"
 FORMAT_VERSION = 1
+#: Sub-folder of ``OUT`` holding the kept documents' shards (``tokpipe clean``).
+DATA_DIR = "data"
 #: Sub-folder of ``OUT`` holding the rejected documents' shards.
 REJECTED_DIR = "rejected"
 
@@ -73,7 +79,20 @@ def write_manifest(
     ``out_dir/rejected`` (as their writers report them); both lists are stored sorted by path.
     ``extra`` adds top-level keys; it may not replace one of the keys set here.
     """
-    out = location(out_dir)
+    manifest = build_manifest(shards=shards, rejected=rejected, config=config, stats=stats, extra=extra)
+    return publish_manifest(out_dir, manifest)
+
+
+def build_manifest(
+    *,
+    shards: Sequence[ShardInfo],
+    rejected: Sequence[ShardInfo],
+    config: dict[str, Any],
+    stats: dict[str, Any],
+    extra: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
+    """The manifest :func:`write_manifest` writes, as a dict (what the dataset card is made
+    from before the manifest is published: see :func:`publish_manifest`)."""
     extra = dict(extra or {})
     clash = sorted(set(extra) & set(_KEYS))
     if clash:
@@ -96,6 +115,13 @@ def write_manifest(
         },
         **extra,
     }
+    return manifest
+
+
+def publish_manifest(out_dir: StrPath, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest`` (from :func:`build_manifest`) to ``out_dir/manifest.json``
+    atomically and return its path: written last, it says the run finished."""
+    out = location(out_dir)
     # Serialise before touching the disk so a non-JSON value in config/stats fails cleanly.
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     path = out / MANIFEST_NAME
@@ -221,8 +247,8 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
     Reported: a listed shard missing, of the wrong size or sha256, or whose Parquet footer (or,
     for a JSON Lines shard, whose number of lines) gives another row count; a path listed
     twice; totals that disagree with the entries; and a shard (``part-*.parquet``,
-    ``part-*.jsonl[.gz|.zst]``) in ``out_dir`` or ``out_dir/rejected`` that the manifest does
-    not list.
+    ``part-*.jsonl[.gz|.zst]``) in ``out_dir``, ``out_dir/data`` or ``out_dir/rejected`` that
+    the manifest does not list.
     A manifest that cannot be read raises as ``read_manifest`` does.
     """
     out = location(out_dir)
@@ -246,7 +272,8 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
     on_disk = set()
     for name in OUTPUT_FORMATS:
         on_disk |= {p.name for p in fs.listing(out, f"part-*.{name}")}
-        on_disk |= {f"{REJECTED_DIR}/{p.name}" for p in fs.listing(out / REJECTED_DIR, f"part-*.{name}")}
+        for folder in (DATA_DIR, REJECTED_DIR):
+            on_disk |= {f"{folder}/{p.name}" for p in fs.listing(out / folder, f"part-*.{name}")}
     for rel in sorted(on_disk):
         if rel not in listed:
             problems.append(f"{rel}: on disk but not listed in the manifest")
@@ -257,13 +284,21 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
 # tokpipe tokenize's output (its manifest is written by ``pipeline.tokenize``).
 
 
+def tokenized_documents_path(manifest: dict[str, Any], split: str) -> str:
+    """Where (from OUT, with ``/``) a split's ``id`` and ``length`` per document are: the
+    manifest's ``documents_file`` (``documents/train.parquet``), or, in a folder an older
+    tokpipe wrote, ``train/documents.parquet`` beside the shards."""
+    path: str = manifest["splits"][split].get("documents_file", f"{split}/documents.parquet")
+    return path
+
+
 def _published_paths(manifest: dict[str, Any]) -> list[str]:
     """Every file a run publishes, as its manifest describes the run (paths from OUT, with
     ``/``), whether or not the manifest records its digest."""
     paths = [ERRORS_NAME]
     for name, split in manifest["splits"].items():
         paths += [entry["path"] for entry in split.get("parquet", [])]
-        paths.append(f"{name}/documents.parquet")
+        paths.append(tokenized_documents_path(manifest, name))
         if split.get("megatron") is not None:
             paths += [f"{split['megatron']['prefix']}.bin", f"{split['megatron']['prefix']}.idx"]
     return paths
@@ -283,14 +318,15 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
     """Check a tokenized folder against its manifest; return the problems found, one line
     each naming the file (``[]`` when all is well).
 
-    Every published file (``_published_paths``: the Parquet shards, each split's
-    ``documents.parquet``, ``megatron.bin`` and ``megatron.idx``, ``errors.jsonl``) must
-    exist with the size and sha256 the manifest's ``files`` records; the Parquet footers'
-    row counts and the ``.idx`` header's sequence count must agree with the manifest; and no
-    other file may sit in a split's folder (a loader globbing ``part-*.parquet`` would read
-    it). A manifest from a tokpipe that recorded no digests (no ``files``) still has the
-    shards' digests and the ``.bin``'s size checked; every other file is reported as "not
-    verified", a problem: such a folder is never called verified."""
+    Every published file (``_published_paths``: the Parquet shards, each split's documents
+    file, Megatron ``.bin`` and ``.idx``, ``errors.jsonl``) must exist with the size and
+    sha256 the manifest's ``files`` records; the Parquet footers' row counts and the
+    ``.idx`` header's sequence count must agree with the manifest; and no other file may sit
+    in a folder of published files (``train/``, ``documents/``...: a loader globbing
+    ``part-*.parquet``, or opening the folder, would read it). A manifest from a tokpipe that
+    recorded no digests (no ``files``) still has the shards' digests and the ``.bin``'s size
+    checked; every other file is reported as "not verified", a problem: such a folder is
+    never called verified."""
     out = location(out_dir)
     version = str(manifest.get("tokpipe_version"))
     problems: list[str] = []
@@ -313,7 +349,9 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
         for entry in split.get("parquet", []):
             if is_plain_relative(entry["path"]):
                 problems.extend(check_parquet_rows(out, entry["path"], entry["rows"]))
-        problems.extend(check_parquet_rows(out, f"{name}/documents.parquet", split["documents"], "documents"))
+        documents = tokenized_documents_path(manifest, name)
+        if is_plain_relative(documents):
+            problems.extend(check_parquet_rows(out, documents, split["documents"], "documents"))
         megatron = split.get("megatron")
         idx = f"{megatron['prefix']}.idx" if megatron is not None else ""
         if megatron is not None and is_plain_relative(idx) and fs.is_file(out / idx):
@@ -325,9 +363,12 @@ def verify_tokenized(out_dir: str | os.PathLike[str], manifest: dict[str, Any]) 
                 sequences, _ = struct.unpack("<QQ", header[18:34])
                 if sequences != megatron["documents"]:
                     problems.append(f"{idx}: {sequences} sequences, manifest says {megatron['documents']}")
-        if fs.is_dir(out / name):
-            for path in sorted(fs.listing(out / name)):
-                rel = f"{name}/{path.name}"
+    folders = {*(name for name in manifest["splits"] if is_plain_relative(name)),
+               *(rel.rsplit("/", 1)[0] for rel in paths if "/" in rel and is_plain_relative(rel))}
+    for folder in sorted(folders):
+        if fs.is_dir(out / folder):
+            for path in sorted(fs.listing(out / folder)):
+                rel = f"{folder}/{path.name}"
                 if not path.name.startswith(".") and rel not in paths:
                     problems.append(f"{rel}: on disk but not listed in the manifest")
     return problems
