@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "PipelineError",
     "OutputConflictError",
+    "NotAnOutputError",
     "NoDocumentsError",
     "StorageError",
     "ConfigWarning",
@@ -85,6 +86,12 @@ class OutputConflictError(PipelineError, ConfigError):
     options or output format, and past its first committed task) or files that are no tokpipe
     run. A usage problem, fixed with ``--overwrite`` or another folder: a ``PipelineError`` as
     before, and a ``ConfigError``, so that ``tokpipe clean`` and ``tokpipe tokenize`` exit 2."""
+
+
+class NotAnOutputError(ConfigError):
+    """A folder given as a finished run's output (``tokpipe report``, ``tokpipe.report``) is
+    not one: no ``manifest.json``, or one that is no ``tokpipe clean`` or ``tokpipe tokenize``
+    manifest. A usage problem, as a ``ConfigError``: the command exits 2."""
 
 
 class NoDocumentsError(PipelineError):

@@ -181,6 +181,47 @@ def test_a_run_that_committed_nothing_reruns_with_a_corrected_config(tmp_path: P
     assert "different config" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
 
+def test_a_replaced_run_never_takes_what_tokpipe_did_not_write(tmp_path: Path) -> None:
+    """The reruns that replace a failed run (issue 22) remove only that run's files: a
+    staging folder holding another output's run, a file of the user's in the output folder,
+    a --staging-dir of the user's: each is refused as before, and nothing of it is lost."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("".join(json.dumps({"id": f"d{n}", "text": f"document {n} " * 5}) + "\n"
+                                                     for n in range(3)), encoding="utf-8")
+    corpus = str(tmp_path / "in")
+    # A --staging-dir holding the (never committed) run of another output folder.
+    other, staging = tmp_path / "other", tmp_path / "staging"
+    staging.mkdir()
+    (staging / "run.json").write_text(json.dumps({"config": {}, "inputs": [], "output": str(other)}),
+                                      encoding="utf-8")
+    (staging / "seg0").mkdir()
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    (out2 / "keep.txt").write_text("the user's", encoding="utf-8")
+    refused = run("clean", corpus, "-o", str(out2), "--staging-dir", str(staging), "-w", "1", "-q")
+    assert refused.returncode == 2 and "different config" in refused.stderr, refused.stderr
+    assert (out2 / "keep.txt").read_text(encoding="utf-8") == "the user's"
+    assert sorted(p.name for p in staging.iterdir()) == ["run.json", "seg0"]
+    # A run that read nothing, then a file of the user's beside its output: the corrected
+    # command removes the failed run's files, and refuses the folder.
+    out5, mine = tmp_path / "o5", tmp_path / "mine"
+    assert run("clean", corpus, "-o", str(out5), "--text-field", "txt", "-w", "1", "-q").returncode == 1
+    (out5 / "keep.txt").write_text("the user's", encoding="utf-8")
+    refused = run("clean", corpus, "-o", str(out5), "-w", "1", "-q")
+    assert refused.returncode == 2 and "not empty" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in out5.iterdir()) == ["keep.txt"]
+    assert (out5 / "keep.txt").read_text(encoding="utf-8") == "the user's"
+    (out5 / "keep.txt").unlink()
+    # ... or a --staging-dir of the user's.
+    assert run("clean", corpus, "-o", str(out5), "--text-field", "txt", "-w", "1", "-q").returncode == 1
+    mine.mkdir()
+    (mine / "mine.txt").write_text("the user's", encoding="utf-8")
+    refused = run("clean", corpus, "-o", str(out5), "--staging-dir", str(mine), "-w", "1", "-q")
+    assert refused.returncode == 2 and "holds no run" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["mine.txt"]
+    assert run("clean", corpus, "-o", str(out5), "-w", "1", "-q").returncode == 0
+
+
 def test_the_staging_is_removed_unless_keep_staging(tmp_path: Path) -> None:
     corpus = str(REPO / "examples" / "corpus")
     removed, kept = tmp_path / "removed", tmp_path / "kept"

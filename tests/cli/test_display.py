@@ -163,3 +163,15 @@ def test_the_stats_table_wraps_long_details_below_it() -> None:
     joined = " ".join(text.split())
     assert all(f"{k.removeprefix('dropped_')} {v:,}" in joined for k, v in reasons.items())
     assert "101.2" in text and "62.0 s" in text
+
+
+def test_the_wall_time_says_whose_it_is() -> None:
+    """A command that resumed a run (or reran a finished one) took less time than the run: the
+    note names this command's time and the run's, over all its calls (issue 22: it called this
+    command's time the run's)."""
+    stats = {"read": {"in": 10, "kept": 10, "seconds": 0.5}}
+    alone = " ".join(stats_table(stats, wall_seconds=62.0, columns=200).split())
+    assert "wall time of the run: 62.0 s" in alone and "this command" not in alone
+    resumed = " ".join(stats_table(stats, wall_seconds=2.0, columns=200, run_wall_seconds=1062.0).split())
+    assert "wall time of this command: 2.0 s, of the run over all its calls: 1,062.0 s" in resumed
+    assert "wall time of the run: 2.0" not in resumed

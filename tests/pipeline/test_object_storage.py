@@ -24,7 +24,7 @@ import tokpipe.pipeline as pipeline
 from tests.conftest import CORPORA
 from tests.pipeline.killed_runs import finish, start_cli
 from tokpipe.pipeline.engines import LocalExecutor, RunOptions
-from tokpipe.pipeline.engines.state import local_staging
+from tokpipe.pipeline.engines.state import RunState, local_staging
 from tokpipe.pipeline.readers import ReaderOptions
 from tokpipe.storage import location
 
@@ -134,6 +134,28 @@ def test_clean_and_tokenize_bucket_to_bucket_give_the_local_bytes(corpus: Path, 
     verified = cli("stats", "--verify", f"s3://{bucket}/tokens")
     assert verified.returncode == 0 and "verified" in verified.stdout, verified.stdout + verified.stderr
     assert SECRET not in tokens.stderr + verified.stdout + verified.stderr
+
+
+def test_a_staging_in_the_bucket_goes_once_the_run_succeeded(corpus: Path, bucket: str) -> None:
+    """The Ray engine's default staging, ``OUT/.tokpipe`` in the bucket: removed from the
+    bucket once the run succeeded (the lock given back with it). A ``--staging-dir`` prefix
+    the user named loses only what tokpipe wrote under it (issue 22: it used to go whole,
+    with everything else under that prefix)."""
+    source = upload(corpus, bucket, "in-staging")
+    default = pipeline.run([source], f"s3://{bucket}/out", config=CONFIG, staging_dir=f"s3://{bucket}/out/.tokpipe")
+    assert default.kept > 0
+    assert not [k for k in s3().find(f"{bucket}/out") if "/.tokpipe/" in k]
+    named = pipeline.run([source], f"s3://{bucket}/out2", config=CONFIG, staging_dir=f"s3://{bucket}/theirs")
+    assert named.kept == default.kept
+    assert not s3().find(f"{bucket}/theirs")
+    assert not [k for k in s3().find(f"{bucket}/out2") if "/.tokpipe/" in k]
+    # (A staging folder that holds anything is refused at the start; something put there
+    # during the run stays.)
+    state = RunState(f"s3://{bucket}/out3", f"s3://{bucket}/theirs")
+    state.begin({"config": {}}, [], segments=1)
+    s3().pipe(f"{bucket}/theirs/mine.txt", b"the user's")
+    state.remove_staging()
+    assert s3().find(f"{bucket}/theirs") == [f"{bucket}/theirs/mine.txt"]
 
 
 def test_mixed_local_and_remote_inputs(corpus: Path, bucket: str, tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpipe.pipeline import run
-from tokpipe.pipeline.summary import (UNATTRIBUTED, drop_reasons, funnel, overview, pii_counts, pipeline_stages,
-                                      run_kind)
+from tokpipe.pipeline.summary import (UNATTRIBUTED, byte_size, drop_reasons, funnel, overview, pii_counts,
+                                      pipeline_stages, run_kind)
 
 HAND = {
     "format": "tokpipe-dataset",
@@ -134,3 +134,22 @@ def test_summary_of_a_real_tokenize_run(outputs: tuple[Path, Path, list[dict]], 
     assert funnel(manifest)[-1].tokens == sum(lengths)
     assert drop_reasons(manifest) == []
     assert pipeline_stages(manifest)[0][0] == "tokenize"
+
+
+@pytest.mark.parametrize(("size", "text"), [
+    (0, "0 B"), (999, "999 B"), (1000, "1.00 kB"), (12_345, "12.3 kB"), (99_949, "99.9 kB"), (123_456, "123 kB"),
+    (999_499, "999 kB"), (999_500, "1.00 MB"), (1_234_567, "1.23 MB"), (4_560_000_000, "4.56 GB"),
+    (7 * 10**15, "7,000 TB")])
+def test_byte_size_is_si_with_three_significant_digits(size: int, text: str) -> None:
+    # The one way the dataset card and the report write a size (tests/report checks both use it).
+    assert byte_size(size) == text
+
+
+def test_a_tokenize_overview_counts_unreadable_records_once() -> None:
+    """36 records read, 6 of them unreadable, 30 tokenized: nothing was rejected by a stage
+    (the overview used to say 6 rejected and 6 unreadable)."""
+    manifest = {"format": "tokpipe-tokenized", "errors": 6, "totals": {"documents": 30, "tokens": 900},
+                "stats": {"read": {"in": 36, "kept": 30, "dropped_invalid_json": 6},
+                          "tokenize": {"in": 30, "kept": 30, "tokens": 900}}}
+    o = overview(manifest)
+    assert (o.documents_read, o.documents_kept, o.documents_rejected, o.unreadable) == (36, 30, 0, 6)

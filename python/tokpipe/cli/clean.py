@@ -122,6 +122,7 @@ def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str 
     progress.close()
     if not quiet:
         click.echo(stats_table({name: s.as_dict() for name, s in result.stats.items()},
-                               wall_seconds=time.perf_counter() - started), err=True)
+                               wall_seconds=time.perf_counter() - started, run_wall_seconds=result.run_wall_seconds),
+                   err=True)
         click.echo(f"\n{result.kept:,} documents kept in {len(result.shards)} shard(s), "
                    f"{result.rejected_rows:,} rejected, {result.errors:,} unreadable (errors.jsonl) -> {output}", err=True)

@@ -114,11 +114,13 @@ def table(rows: list[tuple[str, ...]]) -> str:
 
 
 def stats_table(stats: dict[str, dict[str, Any]], wall_seconds: float | None = None,
-                columns: int | None = None) -> str:
+                columns: int | None = None, run_wall_seconds: float | None = None) -> str:
     """Per stage: documents in, kept, dropped and the time spent in the stage summed over the
     workers; then each stage's drop reasons and counters, wrapped to ``columns`` (the
-    terminal's width by default); then what the time column is, beside the run's wall time
-    (``wall_seconds``) when it is known."""
+    terminal's width by default); then what the time column is, beside the wall time
+    (``wall_seconds``) when it is known: the run's, unless ``run_wall_seconds`` (the run's,
+    over all its calls, when a resume or a rerun makes it differ) is given, which makes
+    ``wall_seconds`` this command's."""
     columns = columns or terminal_width()
     rows = [("stage", "in", "kept", "dropped", "worker s")]
     details = []
@@ -134,8 +136,11 @@ def stats_table(stats: dict[str, dict[str, Any]], wall_seconds: float | None = N
                                          subsequent_indent="    ", break_on_hyphens=False).replace("\0", " "))
     note = "worker s: seconds spent in the stage, summed over the workers (workers run side by side, so it can " \
            "exceed the run's time)"
-    if wall_seconds is not None:
-        note += f"; wall time of the run: {wall_seconds:,.1f} s"
+    if wall_seconds is not None and run_wall_seconds is not None:
+        note += f"; wall time of this command: {wall_seconds:,.1f} s, of the run over all its calls: " \
+                f"{run_wall_seconds:,.1f} s"
+    elif wall_seconds is not None or run_wall_seconds is not None:
+        note += f"; wall time of the run: {wall_seconds if wall_seconds is not None else run_wall_seconds:,.1f} s"
     parts = [table(rows)] + (["\n".join(details)] if details else []) + \
         [textwrap.fill(note, width=max(columns - 1, 20), break_on_hyphens=False)]
     return "\n\n".join(parts)

@@ -105,8 +105,9 @@ def keep_staging_option(about: str) -> Callable[[F], F]:
     """``--keep-staging``: keep the run's state once it succeeded (``keep_staging`` of the
     run); ``about``: what it is then good for."""
     return click.option("--keep-staging", is_flag=True,
-                        help="Keep the staging (--staging-dir) once the run succeeded; by default it is removed "
-                             f"after the manifest is written. {about}")
+                        help="Keep the staging (--staging-dir) once the run succeeded; by default what tokpipe wrote "
+                             "there is removed after the manifest is written (a --staging-dir folder you named "
+                             f"stays). {about}")
 
 
 def tokenizer_option(required: bool = True, about: str = "") -> Callable[[F], F]:

@@ -38,12 +38,13 @@ def report_command(runs: tuple[str, ...], output: str, quiet: bool) -> None:
     failed, 2 a RUN is not a tokpipe output folder."""
     from tokpipe import storage
     from tokpipe.pipeline import fs
-    from tokpipe.report import NotAnOutput, collect, render
+    from tokpipe.errors import NotAnOutputError
+    from tokpipe.report import collect, render
 
     start = time.monotonic()
     try:
         data = [collect(run, storage.redact(run.rstrip("/") or run)) for run in runs]
-    except NotAnOutput as e:
+    except NotAnOutputError as e:
         raise UsageError(str(e)) from None
     page = render(data)
     fs.write_text(storage.location(output), page)

@@ -124,7 +124,8 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, 
     progress.close()
     if not quiet:
         manifest = result.manifest
-        click.echo(stats_table(manifest["stats"], wall_seconds=time.perf_counter() - started), err=True)
+        click.echo(stats_table(manifest["stats"], wall_seconds=time.perf_counter() - started,
+                               run_wall_seconds=result.run_wall_seconds), err=True)
         click.echo("", err=True)
         click.echo(splits_table(manifest), err=True)
         totals = manifest["totals"]

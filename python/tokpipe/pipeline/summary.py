@@ -2,8 +2,9 @@
 
 One summary of an output folder's ``manifest.json`` (a ``tokpipe clean`` or a ``tokpipe
 tokenize`` one), shared by everything that shows it: ``tokpipe report`` (HTML) and the
-dataset card (Markdown). Pure functions over the manifest dict, no I/O and no formatting, so
-that each caller renders the same numbers its own way.
+dataset card (Markdown). Pure functions over the manifest dict, no I/O, and no formatting but
+:func:`byte_size`, so that each caller renders the same numbers its own way and writes a size
+as every other one does.
 
 A manifest's ``stats`` holds one entry per stage, in pipeline order (``read`` first): ``in``,
 ``kept``, ``dropped_<reason>`` counts, ``seconds`` (time spent in the stage, summed over workers) and the
@@ -19,6 +20,7 @@ stage's own counters (``pii_email``, ``line-kept``, ``tokens``...). Shares are f
   and ``seconds``); :func:`pii_counts`: the ``pii`` stage's matches by type.
 - :func:`run_kind`: ``"clean"`` or ``"tokenize"``; :func:`pipeline_stages`: the stages with
   their parameters as the config recorded them.
+- :func:`byte_size`: a number of bytes as the card and the report write it (``12.3 kB``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["FunnelStep", "DropReason", "Overview", "run_kind", "funnel", "drop_reasons", "overview", "counters",
-           "pii_counts", "pipeline_stages", "UNATTRIBUTED"]
+           "pii_counts", "pipeline_stages", "byte_size", "UNATTRIBUTED"]
 
 #: The reason given to documents a stage dropped beyond its ``dropped_<reason>`` counts (a
 #: manifest whose counts disagree; never seen from tokpipe itself, but shown, not hidden).
@@ -97,7 +99,25 @@ class Overview:
 
 def run_kind(manifest: dict[str, Any]) -> str:
     """``"tokenize"`` for a ``tokpipe tokenize`` manifest, ``"clean"`` otherwise."""
-    return "tokenize" if manifest.get("format") == "tokpipe-tokenized" else "clean"
+    # Imported here: the tokenize package imports the engines, which import the card, which
+    # imports this module (the options module itself imports neither).
+    from tokpipe.pipeline.tokenize.options import FORMAT as TOKENIZED_FORMAT
+
+    return "tokenize" if manifest.get("format") == TOKENIZED_FORMAT else "clean"
+
+
+def byte_size(size: int) -> str:
+    """``size`` bytes in the largest decimal (SI) unit that leaves at least 1, to three
+    significant digits: ``999 B``, ``12.3 kB``, ``4.56 GB``, ``123 MB``."""
+    if size < 1000:
+        return f"{size:,} B"
+    value = float(size)
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000
+        if round(value) < 1000 or unit == "TB":  # 999.6 kB is written 1.00 MB, not 1,000 kB
+            break
+    digits = 2 if round(value, 2) < 10 else 1 if round(value, 1) < 100 else 0
+    return f"{value:,.{digits}f} {unit}"
 
 
 def _stats(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -178,7 +198,10 @@ def overview(manifest: dict[str, Any]) -> Overview:
     if kind == "tokenize":
         kept = int(totals.get("documents", 0))
         shards = sum(len(split.get("parquet") or ()) for split in (manifest.get("splits") or {}).values())
-        return Overview(kind, read, kept, read - kept, unreadable, None, None, int(totals.get("tokens", 0)), shards,
+        # Rejected by a stage: what the readers passed on and the output lacks (read - kept
+        # alone would count the unreadable records twice).
+        rejected = max(0, read - unreadable - kept)
+        return Overview(kind, read, kept, rejected, unreadable, None, None, int(totals.get("tokens", 0)), shards,
                         inputs)
     kept = int(totals.get("rows", 0))
     return Overview(kind, read, kept, int(totals.get("rejected_rows", read - kept)), unreadable,

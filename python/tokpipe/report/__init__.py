@@ -15,17 +15,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokpipe import storage
-from tokpipe.report.collect import NotAnOutput, RunData, read_output
+from tokpipe.errors import NotAnOutputError
+from tokpipe.report.collect import RunData, read_output
 from tokpipe.report.render import render
 from tokpipe.report.tokens import collect_tokenized
 
-__all__ = ["build_report", "collect", "render", "RunData", "NotAnOutput"]
+__all__ = ["build_report", "collect", "render", "RunData", "NotAnOutputError"]
 
 
 def collect(output: str, name: str | None = None) -> RunData:
     """Everything the page shows about the output folder ``output`` (a path or URL), shown
-    under ``name`` (default: ``output``). Raises :class:`NotAnOutput` for a folder with no
-    tokpipe manifest."""
+    under ``name`` (default: ``output``). Raises :class:`~tokpipe.errors.NotAnOutputError` (a
+    ``ConfigError``) for a folder with no tokpipe manifest."""
     run = read_output(output, name)
     if run.kind == "tokenize":
         collect_tokenized(run, storage.location(output))
@@ -34,6 +35,7 @@ def collect(output: str, name: str | None = None) -> RunData:
 
 def build_report(outputs: Sequence[str]) -> str:
     """The HTML page for ``outputs`` (paths or URLs of finished output folders), side by side
-    in the order given. Raises :class:`NotAnOutput` for a folder with no tokpipe manifest."""
+    in the order given. Raises :class:`~tokpipe.errors.NotAnOutputError` (a
+    ``ConfigError``) for a folder with no tokpipe manifest."""
     names = [str(o).rstrip("/") or str(o) for o in outputs]
     return render([collect(output, name) for output, name in zip(outputs, names)])

@@ -8,10 +8,13 @@ per-document numbers the histograms bin, and small tallies, never the corpus.
 What is exact and what is sampled:
 
 - exact, from every row (every column but the text): the documents kept and rejected by
-  stage and reason, languages, sources, domains, duplicate clusters, the rejected samples
-  (the ``SAMPLES_PER_REASON`` documents with the smallest hash of their id, per reason: the
-  same for every run of the report on the same output; their text is fetched afterwards from
-  their row groups alone), a tokenize output's document lengths in tokens;
+  stage and reason, languages, sources, domains (the top ones, past ``MAX_DOMAINS``),
+  duplicate clusters (up to ``MAX_CLUSTER_IDS`` of them; past it, those of a hash-chosen
+  sample of kept ids, each still exact), the rejected samples (the ``SAMPLES_PER_REASON``
+  documents with the smallest hash of their id, per reason: the same for every run of the
+  report on the same output; their text is fetched afterwards from their row groups alone,
+  and masked with the run's ``pii`` stage's detectors when it had one), a tokenize output's
+  document lengths in tokens;
 - from the text, read for row groups spread evenly through the shards, up to
   ``TEXT_SAMPLE_BYTES`` of it (decompressing all the text is what would make the report slow:
   about 0.5 GB/s on two cores): text bytes and characters (totals and by reason, scaled from
@@ -24,7 +27,7 @@ What is exact and what is sampled:
 An output smaller than the samples is read whole, and every number is exact. The page says
 which numbers are sampled, and how much.
 
-Why one file of about 500 lines: it is one pass over the shards, and every tally above is fed
+Why one file of nearly 600 lines: it is one pass over the shards, and every tally above is fed
 from the same batch; split, each part would need the pass's state handed to it.
 """
 
@@ -41,12 +44,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokpipe import storage
+from tokpipe.errors import FormatError, InvalidArgumentError, NotAnOutputError
 from tokpipe.pipeline import fs, summary
 from tokpipe.pipeline.kernels import exact_dedup_keys
+from tokpipe.pipeline.tokenize.options import read_tokenized_manifest
+from tokpipe.pipeline.writers import manifest as manifests
 from tokpipe.storage import Location
 
-__all__ = ["RunData", "Metric", "Threshold", "Sample", "read_output", "NotAnOutput", "LABELS", "SAMPLES_PER_REASON",
-           "TEXT_SAMPLE_BYTES", "WORDS_SAMPLE_BYTES", "HISTOGRAM_ROWS", "NGRAM_SAMPLE_BYTES", "NGRAM_SIZES"]
+__all__ = ["RunData", "Metric", "Threshold", "Sample", "read_output", "read_manifest", "LABELS",
+           "SAMPLES_PER_REASON", "TEXT_SAMPLE_BYTES", "WORDS_SAMPLE_BYTES", "HISTOGRAM_ROWS", "NGRAM_SAMPLE_BYTES",
+           "NGRAM_SIZES", "MAX_CLUSTER_IDS"]
 
 SAMPLES_PER_REASON = 3
 #: Characters of a sample document shown on the page.
@@ -58,15 +65,14 @@ NGRAM_SAMPLE_BYTES = 4 << 20
 NGRAM_SIZES = (1, 2, 3, 4)
 #: Domains kept in the tally before the rare ones are pruned (a web crawl has millions).
 MAX_DOMAINS = 200_000
+#: Distinct kept ids (clusters) whose duplicates a dedup stage's tally counts exactly; beyond,
+#: it keeps the clusters of a hash-chosen half of the ids, then a quarter... (see ``_Clusters``).
+MAX_CLUSTER_IDS = 200_000
 
 #: Numeric columns stages write, beside ``stat_*`` (text_stats).
 STAGE_COLUMNS = ("language_score", "perplexity", "quality_score", "blocklist_hits", "blocklist_per_1000_words")
 _HOST = r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/?#]*@)?(?P<host>[^/:?#]+)"
 _DEDUP_STAGES = ("exact_dedup", "minhash_dedup")
-
-
-class NotAnOutput(ValueError):
-    """The folder is not a finished ``tokpipe clean`` or ``tokpipe tokenize`` output."""
 
 
 @dataclass
@@ -128,6 +134,9 @@ class RunData:
     sources: dict[str, Counter] = field(default_factory=lambda: {"kept": Counter(), "rejected": Counter()})
     domains: Counter = field(default_factory=Counter)
     clusters: dict[str, Counter] = field(default_factory=dict)  # dedup stage -> kept id -> duplicates
+    #: dedup stage -> k: ``clusters`` holds the clusters of 1 in 2**k kept ids (0: all of them).
+    cluster_sampling: Counter = field(default_factory=Counter)
+    cluster_removed: Counter = field(default_factory=Counter)  # dedup stage -> rows with a duplicate_of: exact
     ngram_ratios: dict[int, float] = field(default_factory=dict)
     ngram_docs: int = 0
     ngram_words: int = 0
@@ -158,6 +167,17 @@ class RunData:
         return sum(known) if known else None
 
 
+def _id_hashes(ids: pa.Array) -> np.ndarray:
+    """The first 8 bytes, big-endian, of each id's BLAKE2b-128 (the exact-dedup kernel's key):
+    a stable order over ids, the same in every run."""
+    return np.frombuffer(exact_dedup_keys(ids, False, False).buffers()[1], dtype=">u8")[::2][:len(ids)]
+
+
+def _hash_level_ok(ids: pa.Array, level: int) -> pa.Array:
+    """Whether each id's hash falls in the lowest 1/2**``level`` of the range."""
+    return pa.array(_id_hashes(ids) >> np.uint64(64 - level) == 0)
+
+
 def _scaled(read: int, rows_read: int, rows: int) -> int | None:
     if rows_read == rows:
         return read
@@ -179,20 +199,18 @@ class _Spread:
 
 
 def read_manifest(out: Location) -> dict[str, Any]:
-    """The manifest of a clean or tokenize output, or :class:`NotAnOutput` naming the folder."""
-    path = out / "manifest.json"
+    """The manifest of a clean or tokenize output (read and checked by the writers' own
+    readers), or :class:`NotAnOutputError` naming the folder."""
     shown = storage.redact(str(out))
-    if not fs.exists(path):
-        raise NotAnOutput(f"{shown}: not a tokpipe output folder (no manifest.json; give the -o folder of a finished "
-                          "`tokpipe clean` or `tokpipe tokenize` run)")
+    if not fs.exists(out / manifests.MANIFEST_NAME):
+        raise NotAnOutputError(f"{shown}: not a tokpipe output folder (no {manifests.MANIFEST_NAME}; give the -o "
+                               "folder of a finished `tokpipe clean` or `tokpipe tokenize` run)")
     try:
-        manifest = json.loads(fs.read_bytes(path).decode("utf-8"))
+        return read_tokenized_manifest(out) or manifests.read_manifest(out)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise NotAnOutput(f"{shown}/manifest.json: not valid JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") not in ("tokpipe-dataset", "tokpipe-tokenized"):
-        raise NotAnOutput(f"{shown}/manifest.json: not a tokpipe manifest (format is "
-                          f"{manifest.get('format') if isinstance(manifest, dict) else None!r})")
-    return manifest
+        raise NotAnOutputError(f"{shown}/{manifests.MANIFEST_NAME}: not valid JSON ({e})") from None
+    except FormatError as e:
+        raise NotAnOutputError(f"{e} (not a finished tokpipe clean or tokenize output)") from None
 
 
 def _thresholds(manifest: dict[str, Any]) -> dict[str, list[Threshold]]:
@@ -287,6 +305,7 @@ class _Collector:
         self.seen = 0
         self.ngram_texts: list[str] = []
         self.ngram_bytes = 0
+        self.masker = _sample_masker(run.manifest)
 
     def shard(self, rel: str, kept: bool) -> None:
         path = self.out / rel
@@ -363,7 +382,7 @@ class _Collector:
         stages = batch.column("stage") if "stage" in names else pa.nulls(n, pa.string())
         keys = pc.binary_join_element_wise(pc.fill_null(stages, ""), pc.fill_null(batch.column("reason"), ""), "\x1f")
         ids = batch.column("id") if "id" in names else pa.array([f"{where[0]}#{where[1]}:{i}" for i in range(n)])
-        ranks = np.frombuffer(exact_dedup_keys(ids, False, False).buffers()[1], dtype=">u8")[::2][:n]
+        ranks = _id_hashes(ids)
         codes = pc.dictionary_encode(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
         indices = codes.indices.to_numpy(zero_copy_only=False)
         texts = batch.column("text") if "text" in names else None
@@ -378,10 +397,31 @@ class _Collector:
             if dups is not None and key[0] in _DEDUP_STAGES:
                 of = pc.drop_null(dups.take(pa.array(rows)))
                 if len(of):
-                    cluster = run.clusters.setdefault(key[0], Counter())
-                    for item in pc.value_counts(of).to_pylist():
-                        cluster[item["values"]] += item["counts"]
+                    self._clusters(key[0], of)
             self._candidates(key, rows, ranks, ids, texts, dups, where)
+
+    def _clusters(self, stage: str, of: pa.Array) -> None:
+        """Count the duplicates of each kept id in ``of``, bounded: past ``MAX_CLUSTER_IDS``
+        distinct ids, only the ids whose hash falls in the lowest 1/2**k of the range are kept
+        (k raised by one each time the tally fills again). Whether an id is kept depends on the
+        id alone, so a kept id's count is exact; the page scales the number of clusters and
+        their sizes' distribution by 2**k and says they are sampled."""
+        run = self.run
+        run.cluster_removed[stage] += len(of)
+        cluster = run.clusters.setdefault(stage, Counter())
+        level = run.cluster_sampling[stage]
+        counts = pc.value_counts(of)
+        values = counts.field("values")
+        if level:
+            values_kept = _hash_level_ok(values, level)
+            counts = counts.filter(values_kept)
+        for item in counts.to_pylist():
+            cluster[item["values"]] += item["counts"]
+        while len(cluster) > MAX_CLUSTER_IDS:
+            level = run.cluster_sampling[stage] = run.cluster_sampling[stage] + 1
+            ids = list(cluster)
+            keep = _hash_level_ok(pa.array(ids, pa.string()), level).to_numpy(zero_copy_only=False)
+            run.clusters[stage] = cluster = Counter({i: cluster[i] for i, ok in zip(ids, keep) if ok})
 
     def _candidates(self, key: tuple[str, str], rows: np.ndarray, ranks: np.ndarray, ids: Any, texts: Any,
                     dups: Any, where: tuple[str, int]) -> None:
@@ -396,7 +436,7 @@ class _Collector:
                 continue
             text = texts[int(row)].as_py() if texts is not None else None
             dup = dups[int(row)].as_py() if dups is not None else None
-            sample = Sample(doc_id, (text or "")[:SAMPLE_CHARS], len(text or "") > SAMPLE_CHARS, dup)
+            sample = Sample(doc_id, *self._shown(text), dup)
             # The counter breaks ties between equal ids (an output may repeat one) before the sample.
             self.seen += 1
             item = (-rank, sample.id, -self.seen, sample, None if texts is not None else (*where, int(row)))
@@ -404,6 +444,15 @@ class _Collector:
                 heapq.heappush(heap, item)
             else:
                 heapq.heapreplace(heap, item)
+
+    def _shown(self, text: str | None) -> tuple[str, bool]:
+        """A sample's text as the page shows it: PII masked when a ``pii`` stage ran (the
+        whole text, before the cut, so that no match is cut in two and missed), then cut at
+        ``SAMPLE_CHARS``; and whether it was cut."""
+        text = text or ""
+        if self.masker is not None and text:
+            text = self.masker.scrub(pa.array([text], pa.large_string()))[0][0].as_py()
+        return text[:SAMPLE_CHARS], len(text) > SAMPLE_CHARS
 
     def finish(self) -> None:
         """The text of the samples whose row group was read without it, and the n-grams."""
@@ -416,8 +465,7 @@ class _Collector:
             with fs.parquet_file(self.out / rel) as parquet:
                 text = parquet.read_row_group(group, columns=["text"]).column("text")
             for row, sample in wanted:
-                value = text[row].as_py() or ""
-                sample.text, sample.truncated = value[:SAMPLE_CHARS], len(value) > SAMPLE_CHARS
+                sample.text, sample.truncated = self._shown(text[row].as_py())
         for key, heap in self.heaps.items():
             ordered = sorted(heap, key=lambda item: (-item[0], item[1], -item[2]))
             self.run.samples[key] = [sample for _, _, _, sample, _ in ordered]
@@ -426,6 +474,23 @@ class _Collector:
             self.run.ngram_docs = len(self.ngram_texts)
         for metric in self.run.metrics.values():
             metric.total = self.total_rows
+
+
+def _sample_masker(manifest: dict[str, Any]) -> Any:
+    """The run's ``pii`` stage, rebuilt with its ``types`` and ``only_public_ip`` and the action
+    ``mask``, to mask the sample texts the page shows (whatever the run's own ``action`` and
+    ``scrub_rejected``: a ``tag`` or ``keep`` run, or ``scrub_rejected: false``, leaves PII in
+    rejected/); None when no ``pii`` stage ran."""
+    for stage, params in summary.pipeline_stages(manifest):
+        if stage == "pii":
+            from tokpipe.pipeline.stages.pii import Pii  # here: importing it loads every stage
+
+            try:
+                return Pii(types=params.get("types"), only_public_ip=params.get("only_public_ip") is True,
+                           action="mask")
+            except InvalidArgumentError:  # types this tokpipe does not know: mask every type it does
+                return Pii(action="mask")
+    return None
 
 
 def ngram_ratios(texts: list[str], sizes: tuple[int, ...] = NGRAM_SIZES) -> tuple[dict[int, float], int]:
@@ -457,7 +522,7 @@ def ngram_ratios(texts: list[str], sizes: tuple[int, ...] = NGRAM_SIZES) -> tupl
 
 
 def _errors(run: RunData, out: Location) -> None:
-    path = out / "errors.jsonl"
+    path = out / manifests.ERRORS_NAME
     if not fs.exists(path):
         return
     with fs.open_read(path) as f:

@@ -19,8 +19,8 @@ import numpy as np
 from tokpipe import __version__
 from tokpipe.pipeline import summary
 from tokpipe.report import charts
-from tokpipe.report.collect import (HISTOGRAM_ROWS, NGRAM_SIZES, TEXT_SAMPLE_BYTES, WORDS_SAMPLE_BYTES,
-                                    RunData)
+from tokpipe.report.collect import (HISTOGRAM_ROWS, MAX_CLUSTER_IDS, NGRAM_SIZES, TEXT_SAMPLE_BYTES,
+                                    WORDS_SAMPLE_BYTES, RunData)
 
 __all__ = ["render", "length_charts", "page"]
 
@@ -80,13 +80,8 @@ def _ratio(part: int, whole: int) -> float:
 
 
 def _mb(value: int | None) -> str:
-    """Bytes in the largest decimal unit that leaves at least 1 (``12.3 kB``)."""
-    if value is None:
-        return "–"
-    for size, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if value >= size:
-            return f"{value / size:,.2f} {unit}"
-    return f"{value:,} B"
+    """Bytes as the dataset card writes them (``12.3 kB``); ``–`` when unknown."""
+    return "–" if value is None else summary.byte_size(value)
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, cls: str = "",
@@ -206,7 +201,8 @@ def _samples(run: RunData) -> str:
     pii = any(stage == "pii" for stage, _ in summary.pipeline_stages(run.manifest))
     out = [f'<p class="small">Up to {max((len(s) for s in run.samples.values()), default=0)} documents per reason, '
            "those with the smallest hash of their id (the same on every report of this output); text cut at 600 "
-           "characters." + (" A pii stage ran: rejected text is scrubbed as its config says." if pii else "")
+           "characters." + (" A pii stage ran: the text shown has every match of its detectors masked (letters "
+                                 "and digits become *), whatever its action." if pii else "")
            + "</p>"]
     for r in summary.drop_reasons(run.manifest):
         if r.stage == "read":
@@ -316,7 +312,9 @@ def _clusters(run: RunData) -> str:
     out = []
     for stage in stages:
         clusters = run.clusters.get(stage, Counter())
-        removed = sum(clusters.values())
+        removed = run.cluster_removed[stage]
+        # Past MAX_CLUSTER_IDS kept ids, the tally holds the clusters of 1 in `scale` of them.
+        scale = 1 << run.cluster_sampling[stage]
         out.append(f"<h4>{_e(stage)}</h4>")
         if not clusters:
             out.append('<p class="note">No duplicates found: every cluster has one document.</p>')
@@ -324,13 +322,21 @@ def _clusters(run: RunData) -> str:
         sizes = Counter(n + 1 for n in clusters.values())
         buckets = [("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5", 5, 5), ("6-10", 6, 10), ("11-100", 11, 100),
                    (">100", 101, 1 << 62)]
-        values = [sum(c for size, c in sizes.items() if lo <= size <= hi) for _, lo, hi in buckets]
-        out.append(f'<p class="small">{len(clusters):,} clusters of two or more documents; {removed:,} documents '
-                   f"removed as duplicates; the largest cluster has {max(sizes):,} documents.</p>")
+        values = [scale * sum(c for size, c in sizes.items() if lo <= size <= hi) for _, lo, hi in buckets]
+        if scale == 1:
+            out.append(f'<p class="small">{len(clusters):,} clusters of two or more documents; {removed:,} '
+                       f"documents removed as duplicates; the largest cluster has {max(sizes):,} documents.</p>")
+        else:
+            out.append(f'<p class="small">≈ {scale * len(clusters):,} clusters of two or more documents; '
+                       f"{removed:,} documents removed as duplicates. Sampled: over {MAX_CLUSTER_IDS:,} clusters, "
+                       f"their sizes were counted for 1 in {scale:,} of them (chosen by a hash of the kept "
+                       f"document's id; each counted exactly), and the chart scales them by {scale:,}; the "
+                       f"largest of those has {max(sizes):,} documents.</p>")
         out.append(charts.columns([b[0] for b in buckets], values, y_label="clusters",
                                   x_label="documents in the cluster (kept one included)"))
         rows = [[_e(kept_id), _n(n + 1)] for kept_id, n in clusters.most_common(5)]
-        out.append(_table(["largest clusters: kept document", "documents"], rows, cls="clusters", wrap=(0,)))
+        heading = "largest clusters: kept document" if scale == 1 else "largest sampled clusters: kept document"
+        out.append(_table([heading, "documents"], rows, cls="clusters", wrap=(0,)))
     return "".join(out)
 
 

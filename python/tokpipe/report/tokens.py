@@ -4,7 +4,9 @@ tokens per language and source, joined by id with the ``language`` and ``source`
 the Parquet inputs (a clean output's shards) while they are still in place.
 
 The join holds one ``id -> length`` entry per document, so it is made only up to
-``JOIN_LIMIT`` documents (a few hundred MB at most); beyond, the page says so.
+``JOIN_LIMIT`` documents (a few hundred MB at most): the count is checked against the
+manifest's ``totals.documents`` before any id is read, and beyond it no id is read at all
+(only the lengths the histogram bins, 8 bytes a document); the page says so.
 """
 
 from __future__ import annotations
@@ -30,31 +32,39 @@ def collect_tokenized(run: RunData, out: Location) -> None:
     language and source."""
     manifest = run.manifest
     run.seq_len = manifest.get("seq_len")
+    inputs = [i for i in manifest.get("inputs") or () if str(i).endswith(".parquet")]
+    documents = (manifest.get("totals") or {}).get("documents")
+    # Decided from the manifest, before reading: past the limit, no id is held at all.
+    join = bool(inputs) and isinstance(documents, int) and documents <= JOIN_LIMIT
+    if inputs and not join:
+        run.notes.append(f"tokens per language and source: not joined (over {JOIN_LIMIT:,} documents)")
     lengths, ids = [], []
+    held = 0
     for split in manifest.get("splits") or {}:
         path = out / tokenized_documents_path(manifest, split)
         if not fs.exists(path):
             continue
         with fs.parquet_file(path) as parquet:
-            for batch in parquet.iter_batches(batch_size=1 << 16, columns=["id", "length"]):
+            for batch in parquet.iter_batches(batch_size=1 << 16, columns=["id", "length"] if join else ["length"]):
                 lengths.append(batch.column("length").to_numpy(zero_copy_only=False).astype(np.int64))
-                ids.append(batch.column("id"))
+                if join:
+                    held += batch.num_rows
+                    ids.append(batch.column("id"))
+                    if held > JOIN_LIMIT:  # more documents than the manifest says: stop holding ids
+                        join, ids = False, []
+                        run.notes.append(f"tokens per language and source: not joined (over {JOIN_LIMIT:,} "
+                                         "documents)")
     run.doc_lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
     metric = Metric("tokens", LABELS["tokens"], kept=[run.doc_lengths.astype(np.float32)],
                     measured=len(run.doc_lengths), total=len(run.doc_lengths))
     if run.seq_len:
         metric.thresholds.append(Threshold(float(run.seq_len), "seq_len", "mark"))
     run.metrics["tokens"] = metric
-    _tokens_by_input_columns(run, ids)
+    if join and ids:
+        _tokens_by_input_columns(run, inputs, ids)
 
 
-def _tokens_by_input_columns(run: RunData, ids: list[pa.Array]) -> None:
-    inputs = [i for i in run.manifest.get("inputs") or () if str(i).endswith(".parquet")]
-    if not inputs or not ids:
-        return
-    if len(run.doc_lengths) > JOIN_LIMIT:
-        run.notes.append(f"tokens per language and source: not joined (over {JOIN_LIMIT:,} documents)")
-        return
+def _tokens_by_input_columns(run: RunData, inputs: list[str], ids: list[pa.Array]) -> None:
     tokens = dict(zip(pa.chunked_array(ids).to_pylist(), run.doc_lengths.tolist()))
     for name in inputs:
         where = storage.location(name)

@@ -111,6 +111,26 @@ def output_files(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
+def test_the_manifest_gives_the_wall_time_of_every_call_of_the_run(corpus: Path, tmp_path: Path) -> None:
+    """``wall_seconds`` is the run's wall time: a call that resumes a run adds its own time to
+    what the earlier calls recorded in the staging (it used to write its own time alone), and
+    a rerun of a finished run leaves the manifest's number as it is."""
+    out = tmp_path / "out"
+    first = pipeline.run([corpus], out, workers=1, keep_staging=True)
+    assert first.run_wall_seconds is None  # this call was the whole run
+    recorded = json.loads((out / ".tokpipe" / "wall.json").read_text(encoding="utf-8"))["seconds"]
+    assert recorded >= json.loads((out / "manifest.json").read_text(encoding="utf-8"))["wall_seconds"] > 0
+    # Earlier calls that took 1,000 s: the next call's manifest counts them.
+    (out / ".tokpipe" / "wall.json").write_text(json.dumps({"seconds": 1000.0}), encoding="utf-8")
+    again = pipeline.run([corpus], out, workers=1)  # over the kept staging, which then goes
+    total = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["wall_seconds"]
+    assert 1000 < total < 1000 + 600 and again.run_wall_seconds == total
+    assert not (out / ".tokpipe").exists()
+    rerun = pipeline.run([corpus], out, workers=1)  # finished: nothing redone, nothing rewritten
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["wall_seconds"] == total
+    assert rerun.run_wall_seconds == total
+
+
 def test_the_staging_goes_once_the_run_succeeded_and_a_rerun_redoes_nothing(corpus: Path, tmp_path: Path) -> None:
     """Issue 22: ``.tokpipe/`` stayed forever, bigger than the output. Once the run
     succeeded the folder holds the output alone; the same command again finds the run

@@ -53,8 +53,12 @@ def test_a_run_begins_with_the_documented_layout(tmp_path: Path) -> None:
     assert tree(out) == [".tokpipe/", ".tokpipe/global0/", ".tokpipe/global1/", ".tokpipe/inputs.json",
                          ".tokpipe/pack/", ".tokpipe/run.json", ".tokpipe/seg0/", ".tokpipe/seg1/",
                          ".tokpipe/tasks.json"]
-    assert json.loads((out / ".tokpipe" / "run.json").read_text(encoding="utf-8")) == identity
-    assert state.identity() == identity
+    # run.json records the output folder beside the identity (a staging folder is reused or
+    # replaced only for the output it was begun for).
+    assert json.loads((out / ".tokpipe" / "run.json").read_text(encoding="utf-8")) == {**identity,
+                                                                                      "output": str(out)}
+    assert state.identity() == identity and state.begun_for_this_output()
+    assert not RunState(tmp_path / "other", out / ".tokpipe").begun_for_this_output()
     assert state.tasks() == tasks
     # Each input file once, with its size and modification time in nanoseconds.
     info = os.stat(source)
@@ -278,18 +282,64 @@ def test_remove_staging_leaves_the_lock_and_the_output(tmp_path: Path) -> None:
     assert state.finished_manifest() is None
 
 
-def test_remove_staging_elsewhere_removes_the_folder(tmp_path: Path) -> None:
-    """A ``--staging-dir`` away from the output goes whole; the lock is in ``OUT/.tokpipe``."""
+def test_remove_staging_elsewhere_keeps_the_folder_and_what_is_not_tokpipes(tmp_path: Path) -> None:
+    """A ``--staging-dir`` away from the output loses what tokpipe wrote in it, but the
+    folder the user named stays, and so does anything of theirs in it (issue 22: it used to
+    go whole); the lock is in ``OUT/.tokpipe``."""
     out, staging = tmp_path / "out", tmp_path / "staging"
+    staging.mkdir()
+    (staging / "mine.txt").write_text("the user's", encoding="utf-8")
+    (staging / "notes").mkdir()
     state = RunState(out, staging)
     state.begin({}, [], segments=1)
     (out / ".tokpipe").mkdir(parents=True)
     (out / ".tokpipe" / "lock.json").write_text("{}", encoding="utf-8")
     (staging / "seg0" / "000000.json").write_text("{}", encoding="utf-8")
+    (staging / "shuffle").mkdir()
+    (staging / "output").mkdir()
+    (staging / ".run.json.tmp").write_text("{}", encoding="utf-8")
     state.remove_staging()
-    assert not staging.exists()
+    assert tree(staging) == ["mine.txt", "notes/"]
     assert tree(out) == [".tokpipe/", ".tokpipe/lock.json"]
     state.remove_staging()  # again (a rerun finishing a removal cut short): nothing to do
+    (staging / "mine.txt").unlink()
+    (staging / "notes").rmdir()
+    state.begin({}, [], segments=1)
+    state.remove_staging()
+    assert staging.is_dir() and tree(staging) == []  # an empty folder the user named stays too
+
+
+def test_overwrite_clears_only_tokpipes_entries_of_a_staging_folder(tmp_path: Path) -> None:
+    """``--overwrite`` empties the output folder, but in a ``--staging-dir`` it removes only
+    what tokpipe wrote there (issue 22: it used to empty the folder)."""
+    out, staging = tmp_path / "out", tmp_path / "staging"
+    staging.mkdir()
+    (staging / "mine.txt").write_text("the user's", encoding="utf-8")
+    state = RunState(out, staging)
+    state.begin({}, [], segments=1)
+    (out / "data").mkdir(parents=True)
+    (out / "notes.txt").write_text("x", encoding="utf-8")
+    state.clear()
+    assert tree(staging) == ["mine.txt"] and tree(out) == []
+
+
+def test_remove_staging_of_the_default_local_staging_removes_its_folder(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local staging tokpipe picks for an output in a bucket (``local_staging``) is its
+    own: it goes whole once empty."""
+    from tokpipe.pipeline.engines.state import local_staging
+    from tokpipe.storage import location
+
+    monkeypatch.setenv("TOKPIPE_CACHE", str(tmp_path / "cache"))
+    out = location("s3://bucket/out")
+    staging = local_staging(out)
+    assert staging is not None
+    state = RunState(out, staging)
+    for name in ("seg0", "pack"):
+        (staging / name).mkdir(parents=True)
+    (staging / "run.json").write_text("{}", encoding="utf-8")
+    state.remove_staging()
+    assert not staging.exists()
 
 
 def test_stale_shards_of_every_output_format(tmp_path: Path) -> None:

@@ -97,6 +97,27 @@ def test_many_sources_are_counted_long_values_cut_and_credentials_redacted() -> 
     assert len(cell.replace("\\|", "|")) <= 120 and "|" not in cell.replace("\\|", "")
 
 
+def test_a_run_that_rejected_nothing_advertises_no_rejected_config() -> None:
+    """No rejected shard: no ``rejected`` config in the header, so neither the snippet nor the
+    file list may name one (they used to); the funnel's note counts unreadable records where
+    the ``read`` row does: in its ``in``, as its ``dropped``."""
+    shard = {"path": "data/part-00000-00000.parquet", "rows": 3, "bytes": 100, "sha256": "0" * 64}
+    manifest = {"format": "tokpipe-dataset", "inputs": ["in.jsonl"], "errors": 1, "shards": [shard], "rejected": [],
+                "totals": {"rows": 3, "bytes": 100, "rejected_rows": 0},
+                "stats": {"read": {"in": 4, "kept": 3, "dropped_invalid_json": 1}}}
+    card = clean_card(manifest, ".parquet")
+    assert [c["config_name"] for c in header(card)["configs"]] == ["default"]
+    assert "rejected" not in card.split("## Pipeline")[0].replace("rejected by a stage", "")
+    assert not [line for line in section(card, "Files") if "rejected/" in line]
+    assert rows(card, "Funnel")[0][:4] == ["read", "4", "3", "1"]
+    assert "`read`: every input record; those that could not be read are its `dropped`" in card
+    with_rejected = clean_card({**manifest, "rejected": [{**shard, "path": "rejected/part-00000-00000.parquet"}]},
+                               ".parquet")
+    assert [c["config_name"] for c in header(with_rejected)["configs"]] == ["default", "rejected"]
+    assert 'load_dataset("path/to/this/folder", "rejected"' in with_rejected
+    assert [line for line in section(with_rejected, "Files") if "rejected/" in line]
+
+
 def test_the_tokens_card_gives_the_tokenizer_options_and_splits(tmp_path: Path) -> None:
     records = corpus_records()
     corpus = tmp_path / "in.jsonl"

@@ -18,7 +18,11 @@ a global stage decides once, over the keys of every task (``engines.decide``); a
 step writes the final shards (``OUT/data``, ``OUT/rejected``), then the merged stats,
 ``errors.jsonl``, the dataset card (``writers.card``) and the manifest, after which the
 staging is removed unless ``keep_staging`` (``RunState.remove_staging``). A rerun of a run
-finished so redoes nothing (:attr:`Executor.finished`).
+finished so redoes nothing (:attr:`Executor.finished`). The manifest's ``wall_seconds`` is the
+run's over all its calls: each call that ends with the staging still there records the total
+so far in it (``RunState.record_wall_seconds``), and the next adds its own
+(:meth:`Executor.wall_seconds`). A rerun replaces a failed run only by removing that run's own
+files (``RunState.discard_unfinished``, ``RunState.discard_finished``), never a user's.
 ``tokpipe tokenize`` uses ``plan``, ``pending``, ``segment_units`` and ``map`` with a staging
 of its own, then writes its shards itself.
 
@@ -114,6 +118,9 @@ class RunResult:
     errors: int
     #: Tasks done by this call (0 when everything was already done by an earlier run).
     tasks_run: int = 0
+    #: The run's wall time, its earlier calls included (the manifest's ``wall_seconds``),
+    #: when this call was not the whole run (a resume, a rerun); None when it was.
+    run_wall_seconds: float | None = None
 
     @property
     def documents_in(self) -> int:
@@ -160,7 +167,10 @@ class Executor:
         #: The manifest of the run found finished by :meth:`plan` (its staging removed): a
         #: rerun of the same command, which redoes nothing. None otherwise.
         self.finished: dict[str, Any] | None = None
-        self._started = time.perf_counter()  # the manifest's wall_seconds: this call's, not a resumed run's whole
+        self._started = time.perf_counter()
+        #: The wall time of the run's earlier calls (``RunState.wall_seconds``), known once
+        #: :meth:`plan` succeeded (None before): the manifest's ``wall_seconds`` adds this call's.
+        self._earlier: float | None = None
 
     # -- What an engine provides.
 
@@ -198,7 +208,9 @@ class Executor:
         self._lock = self.state.lock()
         self._lock.acquire()
         try:
-            return self._start_or_resume()
+            tasks = self._start_or_resume()
+            self._earlier = self.state.wall_seconds()
+            return tasks
         except BaseException:
             self.release()
             if fresh:
@@ -209,6 +221,10 @@ class Executor:
         """Gives back the output folder's lock taken by :meth:`plan` (and removes
         ``OUT/.tokpipe`` when the lock was all the removed staging left there)."""
         lock, self._lock = self._lock, None
+        if lock is not None and self._earlier is not None and self.state.identity() is not None:
+            # The run's staging is there (it did not finish, or keeps its staging): its
+            # wall time so far, for the next call's manifest.
+            self.state.record_wall_seconds(self.wall_seconds())
         if lock is not None:
             lock.release()
             if self.state.identity() is None:
@@ -218,6 +234,16 @@ class Executor:
         """The digest of what this run is (``state.identity_digest``), recorded in its
         manifest so that a rerun of the same command finds it finished."""
         return identity_digest(self._identity())
+
+    def wall_seconds(self, since: float | None = None) -> float:
+        """The run's wall time so far: its earlier calls' (recorded in its staging) and this
+        call's, from ``since`` (a ``time.perf_counter()``; by default this executor's start)."""
+        this_call = time.perf_counter() - (self._started if since is None else since)
+        return round((self._earlier or 0.0) + this_call, 3)
+
+    def run_wall_seconds(self) -> float | None:
+        """For a result: the run's wall time when earlier calls took part in it, else None."""
+        return self.wall_seconds() if self._earlier else None
 
     def finish_staging(self) -> None:
         """After the manifest is written: the staging goes, unless ``keep_staging``."""
@@ -244,11 +270,14 @@ class Executor:
         if self.options.overwrite:
             self.state.clear()
         previous = self.state.identity()
-        if previous is not None and previous != identity and not self.state.committed_anything():
-            # The run there never committed a unit of work (a stage that failed at its first
-            # task, a run stopped at once): nothing of it would be reused, so the corrected
-            # command starts over rather than being refused as another config.
-            self.state.clear()
+        if previous is not None and previous != identity and self.state.begun_for_this_output() \
+                and not self.state.committed_anything():
+            # The run there, begun for this output, never committed a unit of work (a stage
+            # that failed at its first task, a run stopped at once): nothing of it would be
+            # reused, so the corrected command starts over rather than being refused as
+            # another config. Only what tokpipe wrote goes (RunState.discard_unfinished); a
+            # staging folder holding another output's run is refused below, as before.
+            self.state.discard_unfinished()
             previous = None
         if previous is not None:
             if previous != identity:
@@ -260,8 +289,9 @@ class Executor:
         finished = self.state.finished_manifest()
         if finished is not None and finished[RUN_KEY] != identity_digest(identity) and _read_nothing(finished):
             # A finished run that read no document failed (engines.outcome): the corrected
-            # command (another --text-field, say) replaces it.
-            self.state.clear()
+            # command (another --text-field, say) replaces it. Only the files it wrote go
+            # (RunState.discard_finished): a folder that holds anything else is refused below.
+            self.state.discard_finished(finished)
             finished = None
         if finished is not None:
             if finished[RUN_KEY] != identity_digest(identity):
@@ -385,7 +415,7 @@ class Executor:
         manifest = build_manifest(shards=shards, rejected=rejected, config=self.config.to_dict(),
                                   stats={name: s.as_dict() for name, s in ordered.items()},
                                   extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors,
-                                         "wall_seconds": round(time.perf_counter() - self._started, 3),
+                                         "wall_seconds": self.wall_seconds(),  # every call's
                                          "shard_size": self.options.shard_size, RUN_KEY: self.identity_digest(),
                                          "input_files": self.state.recorded_inputs()})
         card = clean_card(manifest, shard_suffix(self.options.output_format),
@@ -393,7 +423,8 @@ class Executor:
         fs.write_text(self.out / "README.md", card)
         publish_manifest(self.out, manifest)  # last: the run is finished
         self.finish_staging()
-        return RunResult(self.out, ordered, shards, rejected, errors, tasks_run)
+        return RunResult(self.out, ordered, shards, rejected, errors, tasks_run,
+                         manifest["wall_seconds"] if self._earlier else None)
 
     def _finished_result(self, manifest: dict[str, Any]) -> RunResult:
         """A rerun of a finished run whose staging was removed: its result, from its
@@ -413,7 +444,9 @@ class Executor:
         rejected = [ShardInfo(e["path"].removeprefix(f"{REJECTED_DIR}/"), e["rows"], e["bytes"], e["sha256"])
                     for e in manifest["rejected"]]
         errors = manifest.get("errors", 0)
-        return RunResult(self.out, stats, shards, rejected, errors if isinstance(errors, int) else 0, 0)
+        wall = manifest.get("wall_seconds")
+        return RunResult(self.out, stats, shards, rejected, errors if isinstance(errors, int) else 0, 0,
+                         float(wall) if isinstance(wall, (int, float)) else None)
 
 
 def _read_nothing(manifest: dict[str, Any]) -> bool:

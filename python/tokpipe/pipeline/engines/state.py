@@ -2,9 +2,11 @@
 ``.tokpipe`` state and of the files the run merges from it.
 
     OUT/.tokpipe/lock.json            the run's lock (``engines.lock``)
-    OUT/.tokpipe/run.json             what this folder is for (config, inputs, reader options)
+    OUT/.tokpipe/run.json             what this folder is for (config, inputs, reader options) and
+                                      the output folder it was begun for
     OUT/.tokpipe/tasks.json           the planned tasks, fixed at the first run
     OUT/.tokpipe/inputs.json          each input file's size and mtime when the run began
+    OUT/.tokpipe/wall.json            the wall time of the run's earlier calls (a resume adds its own)
     OUT/.tokpipe/seg{k}/kept/part-{t}-*      task t's documents after segment k (plus the next
                                              global stage's key column), or, for ``tokpipe
                                              tokenize``, its ids and lengths (``writers.ids_staging``)
@@ -29,7 +31,10 @@ only paths, so it travels to worker processes with the units. Files are touched 
 
 Once a run has finished (its manifest written, last), its staging is removed
 (:meth:`RunState.remove_staging`; ``--keep-staging`` keeps it): ``run.json`` first, then the
-rest, and ``OUT/.tokpipe`` itself once the lock is given back. What a later command needs is
+rest of what tokpipe wrote there (the entries listed above), and the folder itself only when
+it is tokpipe's own (``OUT/.tokpipe`` once the lock is given back, or the default local
+staging of an output in a bucket): a folder named with ``--staging-dir`` stays, and so does
+anything else in it. What a later command needs is
 in the manifest: ``run`` holds the digest of the run's identity (:func:`identity_digest`) and
 ``input_files`` what ``inputs.json`` held, so a rerun of the same command finds the run
 finished (:meth:`RunState.finished_manifest`) and redoes nothing unless an input changed
@@ -42,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
@@ -74,7 +80,17 @@ _INPUTS = "inputs.json"
 _RUN = "run.json"
 _TASKS = "tasks.json"
 _DONE = "done.json"
+_WALL = "wall.json"
 _PACK_PARAMS = "params.json"
+#: run.json's key for the output folder the run writes (beside its identity, which stays
+#: what the manifest's digest is taken of): a staging folder is only reused or replaced for
+#: the output it was begun for.
+_OUTPUT_KEY = "output"
+#: What tokpipe writes in a state folder (the layout above, ``output/``: ``tokpipe
+#: tokenize``'s splits on their way to a bucket), and those files' temporary names
+#: (``fs.temp_name``). Only these are ever removed from it: a ``--staging-dir`` may be a
+#: folder of the user's.
+_STAGING_ENTRY = re.compile(r"(seg\d+|global\d+|pack|shuffle|output|\.?(tasks|inputs|run|wall)\.json(\.tmp)?)")
 # Magic bytes at both ends of a staging file, by suffix.
 _MAGIC = {".arrow": b"ARROW1", ".parquet": b"PAR1"}
 
@@ -124,8 +140,24 @@ class RunState:
 
     def identity(self) -> dict[str, Any] | None:
         """What the run in this folder was started for, or None when none was."""
+        recorded = self._recorded_run()
+        if recorded is None:
+            return None
+        recorded.pop(_OUTPUT_KEY, None)
+        return recorded
+
+    def begun_for_this_output(self) -> bool:
+        """Whether the run in the state folder was begun for this output folder (its
+        run.json records it; one begun by an older tokpipe records none)."""
+        recorded = self._recorded_run()
+        return recorded is not None and recorded.get(_OUTPUT_KEY) == _output_name(self.out)
+
+    def _recorded_run(self) -> dict[str, Any] | None:
         path = self.root / _RUN
-        return fs.read_json(path) if fs.exists(path) else None
+        if not fs.exists(path):
+            return None
+        recorded: dict[str, Any] = fs.read_json(path)
+        return recorded
 
     def begin(self, identity: dict[str, Any], tasks: Sequence[Task], segments: int) -> None:
         """Starts a run: its folders, its planned tasks, its inputs' sizes and times, and
@@ -136,7 +168,7 @@ class RunState:
         fs.make_dirs(self.root / "pack")
         fs.write_json(self.root / _TASKS, [asdict(t) for t in tasks])
         fs.write_json(self.root / _INPUTS, _input_stats(tasks))
-        fs.write_json(self.root / _RUN, identity)
+        fs.write_json(self.root / _RUN, {**identity, _OUTPUT_KEY: _output_name(self.out)})
 
     def tasks(self) -> list[Task]:
         """The tasks planned when the run began."""
@@ -156,6 +188,16 @@ class RunState:
         the staging is gone)."""
         recorded = self.root / _INPUTS
         return dict(fs.read_json(recorded)) if fs.exists(recorded) else {}
+
+    def wall_seconds(self) -> float:
+        """The wall time of the run's calls that ended so far (0 for a new run)."""
+        path = self.root / _WALL
+        return float(fs.read_json(path)["seconds"]) if fs.exists(path) else 0.0
+
+    def record_wall_seconds(self, seconds: float) -> None:
+        """Records the wall time of the run's calls so far (each call, as it ends), so that
+        the manifest gives the run's whole wall time however many calls it took."""
+        fs.write_json(self.root / _WALL, {"seconds": round(seconds, 3)})
 
     def check_inputs(self, recorded: dict[str, Any] | None = None, finished: bool = False) -> None:
         """Refuses to resume over inputs that changed since the run began: the output would
@@ -195,13 +237,54 @@ class RunState:
         return False
 
     def clear(self) -> None:
-        """Deletes what the output folder and the state folder hold (``--overwrite``) but the
-        lock this run holds."""
-        for entry in list(self._contents()):
-            if fs.is_dir(entry) and not fs.is_link(entry):
-                fs.remove_tree(entry, ignore_errors=False)
-            else:
-                fs.remove(entry)
+        """``--overwrite``: deletes what the output folder holds, and what tokpipe wrote in
+        the state folder (and in ``OUT/.tokpipe``), but the lock this run holds. Anything
+        else in a state folder is the user's, and stays."""
+        folders = (self.out / STATE_DIR, self.root)
+        if fs.is_dir(self.out):
+            for entry in fs.listing(self.out):
+                if not (entry in folders and fs.is_dir(entry)):
+                    _remove_entry(entry)
+        for folder in dict.fromkeys(folders):
+            self._remove_staging_entries(folder)
+
+    def discard_unfinished(self) -> None:
+        """Removes a run that never committed a unit of work, begun for this output
+        (:meth:`begun_for_this_output`), so that a corrected command starts over: what
+        tokpipe wrote in the state folder, ``run.json`` last (a removal cut short is done
+        again by the next rerun). Such a run wrote nothing in the output folder."""
+        self._remove_staging_entries(self.root, last=self.root / _RUN)
+
+    def discard_finished(self, manifest: dict[str, Any]) -> None:
+        """Removes a finished run (``manifest``: its manifest, in this output folder) that
+        read no document, so that a corrected command replaces it: the files its manifest
+        lists, the card, the merged errors, the folders they were in once empty, the
+        manifest last; and what a removal of its staging cut short left in a state folder of
+        tokpipe's own. Nothing else: a file of the user's makes the output folder one that
+        holds no run, which the command then refuses."""
+        listed = [entry.get("path") for key in ("shards", "rejected", "files")
+                  for entry in (manifest.get(key) if isinstance(manifest.get(key), list) else [])
+                  if isinstance(entry, dict)]
+        # Only paths inside the folder (a manifest is a file anyone can edit).
+        names = [name for name in (*listed, ERRORS_NAME, "README.md") if isinstance(name, str) and name
+                 and not name.startswith(("/", "\\")) and ".." not in name.replace("\\", "/").split("/")]
+        # The kept and rejected shards' folders, and a tokenize output's split folders (made
+        # empty when no document was read).
+        splits = manifest.get("splits")
+        folders: set[str] = {DATA_DIR, REJECTED_DIR, *(name for name in (splits if isinstance(splits, dict) else ())
+                                                       if isinstance(name, str) and name not in ("", ".", "..")
+                                                       and "/" not in name and "\\" not in name)}
+        for name in names:
+            path = self.out / name
+            if fs.exists(path) and not fs.is_dir(path):
+                fs.remove(path)
+            parts = name.split("/")[:-1]
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        for folder in sorted(folders, key=lambda f: -f.count("/")):  # the deepest first
+            fs.remove_empty_dir(self.out / folder)
+        if self._own_folder():
+            self._remove_staging_entries(self.root)
+        fs.remove(self.out / MANIFEST_NAME)
 
     def finished_manifest(self) -> dict[str, Any] | None:
         """The manifest of a run that finished in this folder and whose staging was removed
@@ -219,20 +302,28 @@ class RunState:
         """Removes a finished run's staging (call it once the manifest is written, with the
         lock held): ``run.json`` first, so a removal cut short leaves a folder that reads as
         finished (:meth:`finished_manifest`), not a run to resume from half its markers; then
-        the rest of the state folder, but the lock. Files linked from the output (a Megatron
-        ``.bin`` hard-linked to the staged ids) keep their data: only the staging's name of
-        them goes."""
+        the rest of what tokpipe wrote there, but the lock. The folder itself goes only when
+        it is tokpipe's own: ``OUT/.tokpipe`` (once the lock is given back,
+        :meth:`discard_if_empty`) or the default local staging of an output in a bucket; a
+        folder named with ``--staging-dir`` stays, with whatever else it holds. Files linked
+        from the output (a Megatron ``.bin`` hard-linked to the staged ids) keep their data:
+        only the staging's name of them goes."""
         fs.remove(self.root / _RUN)
-        if self.root != self.out / STATE_DIR:
-            fs.remove_tree(self.root, ignore_errors=False)
-            return
-        for entry in fs.listing(self.root):
-            if entry == self._lock_path():
-                continue
-            if fs.is_dir(entry) and not fs.is_link(entry):
-                fs.remove_tree(entry, ignore_errors=False)
-            else:
-                fs.remove(entry)
+        self._remove_staging_entries(self.root)
+        if self.root != self.out / STATE_DIR and self._own_folder():
+            fs.remove_empty_dir(self.root)
+
+    def _own_folder(self) -> bool:
+        """Whether the state folder is one tokpipe chose (not a ``--staging-dir``)."""
+        return self.root in (self.out / STATE_DIR, local_staging(self.out))
+
+    def _remove_staging_entries(self, folder: Location, last: Location | None = None) -> None:
+        """Removes what tokpipe wrote in the state folder ``folder`` (``_STAGING_ENTRY``),
+        ``last`` after the rest."""
+        entries = [e for e in fs.listing(folder) if _STAGING_ENTRY.fullmatch(e.name) and e != self._lock_path()]
+        entries.sort(key=lambda e: e == last)
+        for entry in entries:
+            _remove_entry(entry)
 
     def discard_if_empty(self) -> None:
         """Removes the state folder if nothing is in it (a run refused before it began)."""
@@ -445,6 +536,21 @@ class RunState:
             if digest:
                 hashed = hash_path(tmp)
         return errors, hashed
+
+
+def _remove_entry(entry: Location) -> None:
+    """Removes a file, a link (not what it points to) or a folder and all it holds."""
+    if fs.is_dir(entry) and not fs.is_link(entry):
+        fs.remove_tree(entry, ignore_errors=False)
+    else:
+        fs.remove(entry)
+
+
+def _output_name(out: Location) -> str:
+    """The output folder as run.json records it: a local one absolute, so that a command
+    given it from another working folder is known to write the same one; a URL without the
+    credentials it may carry."""
+    return str(out.absolute()) if isinstance(out, Path) else storage.redact(str(out))
 
 
 def _input_stats(tasks: Sequence[Task]) -> dict[str, list[int | str]]:

@@ -78,6 +78,9 @@ class TokenizeResult:
     manifest: dict[str, Any]
     stats: dict[str, StageStats] = field(default_factory=dict)
     tasks_run: int = 0
+    #: The run's wall time, its earlier calls included (the manifest's ``wall_seconds``),
+    #: when this call was not the whole run (a resume, a rerun); None when it was.
+    run_wall_seconds: float | None = None
 
 
 def read_tokenized_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

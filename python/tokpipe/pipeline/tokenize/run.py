@@ -135,7 +135,7 @@ def tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options:
 def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options: TokenizeOptions, run: RunOptions,
                      progress: Progress | None, executors: list[LocalExecutor]) -> TokenizeResult:
     progress = progress or (lambda update: None)
-    started = time.perf_counter()  # the manifest's wall_seconds (this call's)
+    started = time.perf_counter()  # this call's part of the manifest's wall_seconds (Executor.wall_seconds)
     final = storage.location(out_dir)
     # Only ids and texts are tokenized and staged: the readers skip the inputs' other fields.
     # Batches of at least _ENCODE_BATCH_ROWS documents: each batch ends with encoding threads
@@ -211,7 +211,8 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
         assert errors_digest is not None
         if previous is not None:
             executor.finish_staging()
-            return TokenizeResult(out, previous, stats, 0)
+            wall = previous.get("wall_seconds")  # the manifest stands, and so does its run's time
+            return TokenizeResult(out, previous, stats, 0, float(wall) if isinstance(wall, (int, float)) else None)
 
         summaries = [state.summary(0, t.index) for t in tasks]
         staged = [StagedTask.of(state, s) for s in summaries]
@@ -246,7 +247,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
                    "tokens": sum(s["tokens"] for s in summaries_out.values())},
         "stats": {name: s.as_dict() for name, s in ordered.items()},
         "inputs": executor.inputs, "errors": errors, "params": params,
-        "wall_seconds": round(time.perf_counter() - started, 3),
+        "wall_seconds": executor.wall_seconds(since=started),  # every call's
         "files": sorted([{"path": ERRORS_NAME, "bytes": errors_digest[0], "sha256": errors_digest[1]},
                          *(entry for split in splits.values() for entry in split.files)], key=lambda e: e["path"]),
     }
@@ -261,7 +262,8 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     fs.write_text(final / "README.md", tokens_card(manifest, documents))
     fs.write_json(manifest_path, manifest)  # last: the run is finished
     executor.finish_staging()
-    return TokenizeResult(final, manifest, ordered, len(todo))
+    return TokenizeResult(final, manifest, ordered, len(todo),
+                          manifest["wall_seconds"] if executor.run_wall_seconds() is not None else None)
 
 
 def _finished_result(executor: LocalExecutor, final: storage.Location, params: dict[str, Any]) -> TokenizeResult:
@@ -276,7 +278,8 @@ def _finished_result(executor: LocalExecutor, final: storage.Location, params: d
                                   "keeps the staging for a cheap re-write)")
     executor.state.remove_staging()  # what a removal cut short by a crash may have left
     stats = {name: StageStats.from_dict(name, data) for name, data in manifest["stats"].items()}
-    return TokenizeResult(final, manifest, stats, 0)
+    wall = manifest.get("wall_seconds")
+    return TokenizeResult(final, manifest, stats, 0, float(wall) if isinstance(wall, (int, float)) else None)
 
 
 def _local_output(root: storage.Location) -> Path:

@@ -57,11 +57,15 @@ def clean_card(manifest: dict[str, Any], suffix: str, set_params: Sequence[tuple
     lines = [_header(configs), "# Dataset written by tokpipe clean", ""]
     lines += [f"**{view.documents_kept:,} documents kept** of {view.documents_read:,} input records "
               f"({_percent(view.documents_kept, view.documents_read)}), in {view.shards:,} shard(s) of "
-              f"{_size(view.kept_bytes or 0)}; {view.documents_rejected:,} rejected by a stage, "
+              f"{summary.byte_size(view.kept_bytes or 0)}; {view.documents_rejected:,} rejected by a stage, "
               f"{view.unreadable:,} unreadable.", ""]
+    # The snippet and the file list name the rejected documents only where the header has
+    # their config (a run that rejected nothing writes none).
+    has_rejected = bool(manifest.get("rejected"))
     lines += ["```python", "import datasets", "",
               'kept = datasets.load_dataset("path/to/this/folder", split="train")',
-              'rejected = datasets.load_dataset("path/to/this/folder", "rejected", split="train")',
+              *(['rejected = datasets.load_dataset("path/to/this/folder", "rejected", split="train")']
+                if has_rejected else []),
               "```", "",
               f"or `pyarrow.dataset.dataset(\"path/to/this/folder/{data_dir}\")` for the kept documents alone.", ""]
     stages = list(set_params) if set_params is not None else summary.pipeline_stages(manifest)
@@ -76,8 +80,8 @@ def clean_card(manifest: dict[str, Any], suffix: str, set_params: Sequence[tuple
     lines += ["## Files", "",
               f"- `{data_dir}/part-*{suffix}`: the kept documents (`id`, `text`, the input's other fields and "
               "the columns the stages added).",
-              f"- `{rejected_dir}/part-*{suffix}`: the dropped documents, with `reason`, `stage` and "
-              "`duplicate_of`.",
+              *([f"- `{rejected_dir}/part-*{suffix}`: the dropped documents, with `reason`, `stage` and "
+                 "`duplicate_of`."] if has_rejected else []),
               "- `errors.jsonl`: input that could not be read (file, location, reason).",
               "- `manifest.json`: every shard with its rows, bytes and sha256; the config; per-stage stats "
               "(`tokpipe stats --verify` checks the folder against it).", ""]
@@ -167,8 +171,8 @@ def _funnel(manifest: dict[str, Any]) -> list[str]:
         return ["## Funnel", "", "No stats recorded."]
     rows = [[_cell(step.stage), f"{step.documents_in:,}", f"{step.kept:,}", f"{step.dropped:,}",
              _percent(step.share_kept)] for step in steps]
-    return ["## Funnel", "", "Documents through each stage, in order (`read`: the input's records, less those "
-            "that could not be read, listed in `errors.jsonl`).", "",
+    return ["## Funnel", "", "Documents through each stage, in order (`read`: every input record; those that "
+            "could not be read are its `dropped`, listed in `errors.jsonl`).", "",
             *_table(["stage", "in", "kept", "dropped", "kept, of read"], rows, "lrrrr")]
 
 
@@ -227,14 +231,6 @@ def _code(text: str) -> str:
 def _percent(part: float, whole: float | None = None) -> str:
     share = part if whole is None else (part / whole if whole else 0.0)
     return f"{100 * share:.1f}%"
-
-
-def _size(size: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:,} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1000  # type: ignore[assignment]
-    return f"{size} bytes"
 
 
 def _yes(flag: Any) -> str:
