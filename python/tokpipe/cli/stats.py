@@ -170,20 +170,16 @@ def _save_plot(path: Path, lengths: np.ndarray, edges: np.ndarray, seq_len: int 
     if suffix == ".png":
         _save_png(path, lengths, edges, seq_len)
         return
-    from tokpipe.report.render import length_charts, page
+    from tokpipe.report.render import CHART_HEIGHT, length_charts, length_histograms, page
 
-    charts = length_charts(lengths, seq_len, edges=edges)
     if suffix == ".svg":
-        svgs = [part[: part.index("</svg>") + 6] for part in charts.split("<svg")[1:]]
-        height = sum(int(svg.split('height="', 1)[1].split('"', 1)[0]) for svg in svgs)
-        stacked, y = [], 0
-        for svg in svgs:
-            stacked.append(f'<svg y="{y}"' + svg)
-            y += int(svg.split('height="', 1)[1].split('"', 1)[0])
-        text = (f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="{height}">' + "".join(stacked)
-                + "</svg>\n")
+        # The two charts one above the other in one SVG (nested <svg> elements placed by y).
+        svgs = length_histograms(lengths, seq_len, edges=edges)
+        stacked = "".join(svg.replace("<svg ", f'<svg y="{k * CHART_HEIGHT}" ', 1) for k, svg in enumerate(svgs))
+        text = (f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="{CHART_HEIGHT * len(svgs)}">'
+                + stacked + "</svg>\n")
     else:
-        text = page("tokpipe: document lengths", charts)
+        text = page("tokpipe: document lengths", length_charts(lengths, seq_len, edges=edges))
     path.write_text(text, encoding="utf-8")
 
 

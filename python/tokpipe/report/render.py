@@ -359,11 +359,23 @@ def _pii(run: RunData) -> str:
 
 def length_charts(lengths: np.ndarray, seq_len: int | None, what: str = "document length (tokens)",
                   edges: np.ndarray | None = None) -> str:
-    """Two histograms of document lengths in tokens over the same bins (log-spaced, or
-    ``edges``): documents per bin and tokens per bin (where the tokens are), with p50/p90/p99
-    and ``seq_len`` marked, and a line of totals and percentiles."""
+    """:func:`length_histograms` and a line of totals and percentiles."""
     if not len(lengths):
         return '<p class="note">No documents.</p>'
+    values = lengths.astype(np.float64)
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return ("".join(length_histograms(lengths, seq_len, what, edges))
+            + f'<p class="small">{len(values):,} documents, {int(values.sum()):,} tokens; mean {values.mean():,.1f}, '
+              f"p50 {p50:,.0f}, p90 {p90:,.0f}, p99 {p99:,.0f}, max {int(values.max()):,}"
+            + (f"; seq_len {seq_len:,}" if seq_len else "") + ". Above: documents per length; below: the tokens "
+              "they hold (a few long documents can hold most tokens).</p>")
+
+
+def length_histograms(lengths: np.ndarray, seq_len: int | None, what: str = "document length (tokens)",
+                      edges: np.ndarray | None = None) -> list[str]:
+    """Two SVG histograms of (non-empty) document lengths in tokens over the same bins
+    (log-spaced, or ``edges``): documents per bin and tokens per bin (where the tokens are),
+    with p50/p90/p99 and ``seq_len`` marked."""
     values = lengths.astype(np.float64)
     if edges is None:
         edges, log = charts.bin_edges([values], integer=True, include=[seq_len] if seq_len else [])
@@ -377,14 +389,14 @@ def length_charts(lengths: np.ndarray, seq_len: int | None, what: str = "documen
              charts.Line(float(p99), "p99", False)]
     if seq_len:
         lines.append(charts.Line(float(seq_len), "seq_len", True))
-    return (charts.histogram([charts.Series("documents", documents, charts.KEPT)], edges, log, x_label=what,
-                             y_label="documents", lines=lines)
-            + charts.histogram([charts.Series("tokens", tokens, charts.REJECTED)], edges, log, x_label=what,
-                               y_label="tokens (token-weighted)", lines=lines)
-            + f'<p class="small">{len(values):,} documents, {int(values.sum()):,} tokens; mean {values.mean():,.1f}, '
-              f"p50 {p50:,.0f}, p90 {p90:,.0f}, p99 {p99:,.0f}, max {int(values.max()):,}"
-            + (f"; seq_len {seq_len:,}" if seq_len else "") + ". Above: documents per length; below: the tokens "
-              "they hold (a few long documents can hold most tokens).</p>")
+    return [charts.histogram([charts.Series("documents", documents, charts.KEPT)], edges, log, x_label=what,
+                             y_label="documents", lines=lines, height=CHART_HEIGHT),
+            charts.histogram([charts.Series("tokens", tokens, charts.REJECTED)], edges, log, x_label=what,
+                             y_label="tokens (token-weighted)", lines=lines, height=CHART_HEIGHT)]
+
+
+#: The height of each length histogram (``stats --plot x.svg`` stacks them).
+CHART_HEIGHT = 260
 
 
 def page(title: str, body: str) -> str:
