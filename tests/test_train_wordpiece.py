@@ -1,6 +1,8 @@
-"""``train_wordpiece`` with the likelihood score against a plain Python implementation of the
-published algorithm (Schuster & Nakajima 2012, in the form the HF course writes it: merge
-the pair maximising freq(ab) / (freq(a) · freq(b))), plus the API's edges."""
+"""``train_wordpiece`` with the ``pmi`` score against a plain Python implementation of the HF
+course's form of WordPiece (merge the pair maximising freq(ab) / (freq(a) · freq(b))), plus
+the API's edges. The ``likelihood`` score is checked by brute force in
+``test_wordpiece_likelihood.py``, the default ``frequency`` score against HF's trainer in
+``parity/test_wordpiece_parity.py``."""
 
 from __future__ import annotations
 
@@ -84,21 +86,22 @@ def _lines(name: str, n: int) -> list[str]:
     ("tinyshakespeare.txt", 800, 200, 1),
     ("wagahaiwa_nekodearu.txt", 150, 150, 2),
 ])
-def test_likelihood_score_equals_the_reference(name: str, n: int, merges: int, min_frequency: int) -> None:
+def test_pmi_score_equals_the_reference(name: str, n: int, merges: int, min_frequency: int) -> None:
     lines = _lines(name, n)
     base = len(reference_wordpiece(lines, 0, min_frequency))
     expected = reference_wordpiece(lines, base + merges, min_frequency)
     tok = tokpipe.train_wordpiece(texts=lines, vocab_size=base + merges, min_frequency=min_frequency,
-                                  show_progress=False)
+                                  score="pmi", show_progress=False)
     assert [tok.id_to_token(i) for i in range(tok.vocab_size)] == expected
 
 
-def test_likelihood_differs_from_frequency() -> None:
+def test_pmi_and_likelihood_differ_from_frequency() -> None:
     lines = _lines("botchan.txt", 1200)
-    by_likelihood = tokpipe.train_wordpiece(texts=lines, vocab_size=600, show_progress=False)
     by_frequency = tokpipe.train_wordpiece(texts=lines, vocab_size=600, score="frequency", show_progress=False)
     words = "the boy was a good sort of fellow, but rather unpleasant"
-    assert by_likelihood.encode(words) != by_frequency.encode(words)
+    for score in ("likelihood", "pmi"):
+        other = tokpipe.train_wordpiece(texts=lines, vocab_size=600, score=score, show_progress=False)
+        assert other.encode(words) != by_frequency.encode(words), score
 
 
 def test_trained_tokenizer_round_trips_through_tokenizer_json(tmp_path) -> None:

@@ -339,6 +339,51 @@ class Tokenizer:
         """The ``tokenizer.json`` text."""
         return self._core.to_json()
 
+    def save_pretrained(
+        self,
+        directory: StrPath,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        unk_token: str | None = None,
+        pad_token: str | None = None,
+        cls_token: str | None = None,
+        sep_token: str | None = None,
+        mask_token: str | None = None,
+        model_max_length: int | None = None,
+        padding_side: Literal["right", "left"] = "right",
+    ) -> None:
+        """Write the folder ``transformers.AutoTokenizer.from_pretrained(directory)`` loads:
+        ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` (see
+        :mod:`tokpipe.hf_dir`). HF then gives the ids of :meth:`encode` with
+        ``add_special_tokens`` set as HF's own call sets it, and pads with ``pad_token``.
+
+        A role left ``None`` takes its model family's default when the vocabulary has it:
+        byte-level BPE ``<|endoftext|>`` as bos, eos, unk and pad (GPT-2 names no pad token;
+        this one makes ``padding=True`` work); WordPiece ``[CLS] [SEP] [PAD] [UNK] [MASK]``;
+        sentencepiece ``<s> </s> <unk>``, pad ``<pad>`` if present, else ``<unk>``.
+        ``model_max_length`` defaults to 512 for WordPiece, 2048 otherwise: give your model's.
+        A named token that is not in the vocabulary raises
+        :class:`~tokpipe.InvalidArgumentError` before anything is written. ``directory`` may be
+        a URL (each file is uploaded whole).
+
+        HF matches special-token strings inside text (``"<|endoftext|>"`` becomes its id);
+        :meth:`encode` reads them as text unless ``allowed_special`` names them.
+        """
+        from tokpipe import hf_dir
+
+        roles = {"bos_token": bos_token, "eos_token": eos_token, "unk_token": unk_token, "pad_token": pad_token,
+                 "cls_token": cls_token, "sep_token": sep_token, "mask_token": mask_token}
+        files = hf_dir.hf_files(self._core.to_json(), self._core.token_to_id, roles, model_max_length,
+                                padding_side)
+        where = _where(directory)
+        if not isinstance(where, storage.RemotePath):
+            Path(where).mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            target = where / name if isinstance(where, storage.RemotePath) else os.path.join(where, name)
+            with _written(target) as local, open(local, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+
     def save_tiktoken(self, path: StrPath) -> None:
         """Write the ordinary tokens as a ``.tiktoken`` rank file (special tokens are not part
         of that format; pass them to ``tiktoken.Encoding`` yourself)."""

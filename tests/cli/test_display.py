@@ -175,3 +175,18 @@ def test_the_wall_time_says_whose_it_is() -> None:
     resumed = " ".join(stats_table(stats, wall_seconds=2.0, columns=200, run_wall_seconds=1062.0).split())
     assert "wall time of this command: 2.0 s, of the run over all its calls: 1,062.0 s" in resumed
     assert "wall time of the run: 2.0" not in resumed
+
+
+def test_fitted_table_splits_columns_and_cuts_a_cell_wider_than_the_terminal() -> None:
+    from tokpipe.cli.display import fitted_table
+
+    rows = [("name", "first", "second", "third"), ("a", "1" * 12, "2" * 12, "x" * 100)]
+    text = fitted_table(rows, left=1, columns=34)
+    assert all(len(line) < 34 for line in text.splitlines())
+    blocks = text.split("\n\n")
+    # Each block repeats the first column; every header and the start of every cell is kept.
+    assert all(block.startswith("name") for block in blocks)
+    for cell in ("first", "second", "third", "1" * 12, "2" * 12, "x" * 20):
+        assert cell in text
+    assert "…" in text and "x" * 100 not in text
+    assert fitted_table(rows[:1] + [("a", "1", "2", "3")], left=1, columns=80).count("\n\n") == 0

@@ -36,6 +36,22 @@ def test_frequency_score_gives_hf_vocabulary_from_files(tmp_path: Path) -> None:
     assert bert.encode(text).ids == ours.encode(text).ids
 
 
+def test_pmi_score_is_the_ratio_rule(tmp_path: Path) -> None:
+    # --score pmi trains what train_wordpiece(score="pmi") does (checked against a reference
+    # implementation of the ratio in tests/test_train_wordpiece.py), unlike the default.
+    import tokpipe
+
+    outputs = {}
+    for score in ("pmi", "likelihood"):
+        out = tmp_path / f"{score}.json"
+        result = run("train-wordpiece", str(BOOKS[0]), "--vocab-size", "700", "--score", score, "-q", "-o", str(out))
+        assert result.returncode == 0, result.stderr
+        outputs[score] = HfTokenizer.from_file(str(out)).get_vocab()
+    api = tokpipe.train_wordpiece(BOOKS[0], vocab_size=700, score="pmi", show_progress=False)
+    assert outputs["pmi"] == {api.id_to_token(i): i for i in range(api.vocab_size)}
+    assert outputs["pmi"] != outputs["likelihood"]
+
+
 def test_same_output_whatever_the_thread_count(tmp_path: Path) -> None:
     outputs = []
     for threads in (1, 3):

@@ -165,15 +165,17 @@ def _hf_trained_vocab(lines: list[str], vocab_size: int) -> set[str]:
     return set(tok.get_vocab())
 
 
-@pytest.mark.parametrize("vocab_size", [1000, 3000])
-def test_frequency_score_gives_hf_wordpiece_trainer_vocabulary(vocab_size: int) -> None:
+@pytest.mark.parametrize(("vocab_size", "score"), [(1000, "frequency"), (3000, "frequency"), (3000, None)])
+def test_frequency_score_gives_hf_wordpiece_trainer_vocabulary(vocab_size: int, score: str | None) -> None:
+    # score=None: the default is the frequency score, HF's vocabulary.
     lines = _training_lines()
     # HF numbers the ## characters in hash-map order, which changes from run to run, and breaks
     # ties between equally frequent pairs by those numbers; the vocabulary is what is stable
     # (checked here on two HF runs) and what we must equal.
     expected = _hf_trained_vocab(lines, vocab_size)
     assert _hf_trained_vocab(lines, vocab_size) == expected
-    tok = tokpipe.train_wordpiece(texts=lines, vocab_size=vocab_size, score="frequency", show_progress=False)
+    chosen = {} if score is None else {"score": score}
+    tok = tokpipe.train_wordpiece(texts=lines, vocab_size=vocab_size, show_progress=False, **chosen)
     got = {tok.id_to_token(i) for i in range(tok.vocab_size)}
     assert len(got) == vocab_size
     assert got == expected

@@ -29,7 +29,8 @@ __all__ = ["cli", "main", "UsageError", "friendly_errors", "corpus_options"]
 
 
 def main() -> None:
-    from tokpipe.cli import clean, encode, report, stats, tokenize, train, train_lm, train_quality  # noqa: F401  (registers the commands)
+    from tokpipe.cli import (clean, encode, eval_tokenizer, report, stats, tokenize, train, train_lm,  # noqa: F401
+                             train_quality)  # (registers the commands)
     from tokpipe.pipeline.engines.workers import keep_freed_memory
 
     keep_freed_memory()

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tokpipe.pipeline.engines import ProgressUpdate
     from tokpipe.train import CorpusReport
 
-__all__ = ["Progress", "table", "stats_table", "splits_table", "print_summary", "shown_path", "terminal_width"]
+__all__ = ["Progress", "table", "fitted_table", "stats_table", "splits_table", "print_summary", "shown_path", "terminal_width"]
 
 # Set-aside examples printed after a training summary (the report holds up to 20).
 _SHOWN = 5
@@ -101,16 +101,41 @@ def _duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def table(rows: list[tuple[str, ...]]) -> str:
-    """A text table: the first row is the header (underlined), the first column is left-aligned
-    and the others right-aligned."""
+def table(rows: list[tuple[str, ...]], left: int = 1) -> str:
+    """A text table: the first row is the header (underlined), the first ``left`` columns are
+    left-aligned and the others right-aligned."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.append("  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def fitted_table(rows: list[tuple[str, ...]], left: int = 1, columns: int | None = None) -> str:
+    """:func:`table`, cut to the terminal's width (``columns``, the terminal's by default):
+    where the rows are too wide, the columns after the first ``left`` are split into several
+    tables one below the other, each repeating the first ``left`` columns, so no line wraps;
+    a cell too wide even alone is cut, ending in ``…``."""
+    columns = columns or terminal_width()
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    room = columns - 1 - sum(widths[:left]) - 2 * left
+    widest = max(room - 2, 8)
+    if max(widths[left:], default=0) > widest:
+        rows = [row[:left] + tuple(c if len(c) <= widest else c[:widest - 1] + "…" for c in row[left:])
+                for row in rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    parts: list[list[int]] = [[]]
+    used = 0
+    for i in range(left, len(widths)):
+        if parts[-1] and used + widths[i] + 2 > room:
+            parts.append([])
+            used = 0
+        parts[-1].append(i)
+        used += widths[i] + 2
+    keep = list(range(left))
+    return "\n\n".join(table([tuple(row[i] for i in keep + part) for row in rows], left) for part in parts)
 
 
 def stats_table(stats: dict[str, dict[str, Any]], wall_seconds: float | None = None,

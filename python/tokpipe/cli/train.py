@@ -1,19 +1,22 @@
 """``tokpipe train-bpe``, ``tokpipe train-wordpiece`` and ``tokpipe train-unigram``: train a
-tokenizer and write ``tokenizer.json`` (or a sentencepiece ``.model``); ``tokpipe train --model
-M`` is any of them with the same options."""
+tokenizer and write ``tokenizer.json`` (or a sentencepiece ``.model``), and with ``--hf-dir`` the
+folder transformers' ``AutoTokenizer`` loads; ``tokpipe train --model M`` is any of them with the
+same options."""
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from tokpipe import storage
 from tokpipe.cli.app import UsageError, cli, friendly_errors
 from tokpipe.cli.display import print_summary, shown_path
-from tokpipe.cli.options import LOCATION, OUTPUT_FILE, corpus_options
+from tokpipe.cli.options import LOCATION, OUTPUT_FILE, LocationType, corpus_options
 from tokpipe.errors import InvalidArgumentError
+from tokpipe.presegment import PRE_SEGMENTERS
 from tokpipe.train import (
     BERT_SPECIAL_TOKENS,
     NORMALIZATION_RULES,
@@ -22,6 +25,31 @@ from tokpipe.train import (
     train_unigram,
     train_wordpiece,
 )
+
+if TYPE_CHECKING:
+    from tokpipe.tokenizer import Tokenizer
+
+#: ``--hf-dir``, the same on every train-* command (so ``tokpipe train`` shows it once).
+hf_dir_option = click.option(
+    "--hf-dir", type=LocationType(file_okay=False), default=None,
+    help="Also write a transformers folder here (a path or URL): tokenizer.json, tokenizer_config.json and "
+         "special_tokens_map.json, which AutoTokenizer.from_pretrained(DIR) loads with the model family's special "
+         "tokens and a pad token (see Tokenizer.save_pretrained).")
+
+#: ``--pre-segment``, the same on train-bpe and train-unigram (WordPiece's BERT pre-tokenizer
+#: already cuts every Han character).
+pre_segment_option = click.option(
+    "--pre-segment", type=click.Choice(PRE_SEGMENTERS), default=None,
+    help="Cut runs of Han characters into words with this segmenter before training, so no token crosses a word "
+         "(Chinese; needs the chinese extra). The tokenizer encodes raw text without it.")
+
+
+def _save_hf_dir(tok: Tokenizer, hf_dir: str | None, outputs: list[tuple[str, str]]) -> None:
+    """Write ``--hf-dir`` when given, and list it among the summary's outputs."""
+    if hf_dir is not None:
+        tok.save_pretrained(hf_dir)
+        outputs.append(("transformers folder", shown_path(hf_dir)))
+
 
 @cli.command("train-bpe")
 @click.argument("corpus", nargs=-1, required=True, type=LOCATION)
@@ -37,8 +65,10 @@ from tokpipe.train import (
               help="Stop merging once the most frequent pair occurs fewer times than this.")
 @click.option("--max-token-length", type=click.IntRange(min=1), default=None,
               help="Never make a token longer than this many bytes.")
+@pre_segment_option
 @click.option("--tiktoken", "tiktoken_path", type=OUTPUT_FILE, default=None,
               help="Also write the ranks as a .tiktoken file here.")
+@hf_dir_option
 @corpus_options
 @friendly_errors
 def train_bpe_command(
@@ -49,9 +79,11 @@ def train_bpe_command(
     special_tokens: tuple[str, ...],
     min_frequency: int,
     max_token_length: int | None,
+    pre_segment: str | None,
     text_field: str,
     strict: bool,
     tiktoken_path: str | None,
+    hf_dir: str | None,
     quiet: bool,
 ) -> None:
     """Train a byte-level BPE tokenizer on CORPUS (files or folders, walked recursively).
@@ -70,6 +102,7 @@ def train_bpe_command(
             special_tokens=special_tokens,
             min_frequency=min_frequency,
             max_token_length=max_token_length,
+            pre_segment=pre_segment,
             show_progress=not quiet and sys.stderr.isatty(),
             strict=strict,
             text_field=text_field,
@@ -81,8 +114,10 @@ def train_bpe_command(
     tok.save(output)
     if tiktoken_path is not None:
         tok.save_tiktoken(tiktoken_path)
+    outputs = [("output", shown_path(output))]
+    _save_hf_dir(tok, hf_dir, outputs)
     if not quiet:
-        _print_summary(report, tok.vocab_size, [("output", shown_path(output))], started)
+        _print_summary(report, tok.vocab_size, outputs, started)
 
 
 def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tuple[str, str]], started: float) -> None:
@@ -98,9 +133,12 @@ def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tu
               help="Also write BERT's vocab.txt here.")
 @click.option("--vocab-size", type=click.IntRange(min=1), default=30000, show_default=True,
               help="Size of the vocabulary, special tokens and alphabet included.")
-@click.option("--score", type=click.Choice(["likelihood", "frequency"]), default="likelihood", show_default=True,
-              help="likelihood: merge the pair maximising freq(ab)/(freq(a)*freq(b)) (original WordPiece); "
-                   "frequency: the most frequent pair (HF WordPieceTrainer's vocabulary).")
+@click.option("--score", type=click.Choice(["frequency", "likelihood", "pmi"]), default="frequency",
+              show_default=True,
+              help="frequency: merge the most frequent pair (HF WordPieceTrainer's vocabulary; the most compact); "
+                   "likelihood: the pair that raises the corpus likelihood under a unigram model the most, computed "
+                   "exactly (original WordPiece); pmi: the pair maximising freq(ab)/(freq(a)*freq(b)) (the HF "
+                   "course's formula).")
 @click.option("--special-token", "special_tokens", multiple=True, default=BERT_SPECIAL_TOKENS, show_default=True,
               help="A special token, given the first ids; repeat the option for several.")
 @click.option("--min-frequency", type=click.IntRange(min=0), default=2, show_default=True,
@@ -108,6 +146,7 @@ def _print_summary(report: list[CorpusReport], vocab_size: int, outputs: list[tu
 @click.option("--limit-alphabet", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Keep only this many characters (the most frequent) in the alphabet.")
 @click.option("--cased", is_flag=True, help="Keep case and accents (BERT cased); the default lowercases and strips accents.")
+@hf_dir_option
 @corpus_options
 @friendly_errors
 def train_wordpiece_command(
@@ -122,6 +161,7 @@ def train_wordpiece_command(
     cased: bool,
     text_field: str,
     strict: bool,
+    hf_dir: str | None,
     quiet: bool,
 ) -> None:
     """Train a BERT WordPiece tokenizer on CORPUS (files or folders, walked recursively).
@@ -152,6 +192,7 @@ def train_wordpiece_command(
     if vocab_txt is not None:
         tok.save_vocab(vocab_txt)
         outputs.append(("vocab.txt", shown_path(vocab_txt)))
+    _save_hf_dir(tok, hf_dir, outputs)
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 
@@ -204,12 +245,15 @@ def train_wordpiece_command(
               help="Frequent substrings kept as seed pieces (sentencepiece's seed_sentencepiece_size).")
 @click.option("--max-sentence-length", type=click.IntRange(min=1), default=4192, show_default=True,
               help="Longer lines, in bytes, are skipped (and counted in the summary), as sentencepiece does.")
+@pre_segment_option
+@hf_dir_option
 @corpus_options
 @friendly_errors
 def train_unigram_command(
     corpus: tuple[str, ...],
     output: str,
     model_file: str | None,
+    hf_dir: str | None,
     quiet: bool,
     **options: object,
 ) -> None:
@@ -236,6 +280,7 @@ def train_unigram_command(
         else:
             tok.save(path)
         outputs.append(("output" if path is output else "sentencepiece model", shown_path(path)))
+    _save_hf_dir(tok, hf_dir, outputs)
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 

@@ -5,6 +5,8 @@
   lines for thresholds and percentiles, and a hover title per bar.
 - :func:`funnel`: one horizontal bar per stage, the kept share.
 - :func:`columns`: a bar per category (duplicate cluster sizes).
+- :func:`line_chart`: one line of points per series over a shared x axis, linear or log
+  (``tokpipe eval-tokenizer --train``: compression against vocabulary size, per language).
 - :func:`bin_edges`: shared bins for several arrays, log-spaced where values span orders of
   magnitude.
 
@@ -21,9 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Series", "Line", "histogram", "funnel", "columns", "bin_edges", "nice_ticks", "compact"]
+__all__ = ["Series", "Line", "Curve", "PALETTE", "histogram", "funnel", "columns", "line_chart", "bin_edges",
+           "nice_ticks", "compact"]
 
 KEPT, REJECTED, THRESHOLD, MARK = "#3b6fb6", "#e07b39", "#c62828", "#555555"
+#: Colours of the series of a :func:`line_chart`, in order (then again from the first).
+PALETTE = (KEPT, REJECTED, "#2e7d32", "#8e44ad", "#c62828", "#00838f", "#6d4c41", "#ad1457", MARK, "#9e9d24")
 
 
 @dataclass
@@ -267,6 +272,79 @@ def columns(labels: Sequence[str], values: Sequence[float], *, x_label: str, y_l
     out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#333"/>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#111">'
                f'{html.escape(x_label)}</text>')
+    out.append(f'<text transform="translate(13 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
+               f'fill="#111">{html.escape(y_label)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass
+class Curve:
+    """One line of a :func:`line_chart`: ``(x, y)`` points, drawn in ``color``."""
+
+    label: str
+    points: Sequence[tuple[float, float]]
+    color: str = KEPT
+
+
+def line_chart(curves: Sequence[Curve], *, x_label: str, y_label: str, log_x: bool = False, percent: bool = False,
+               x_ticks: Sequence[float] | None = None, width: int = 560, height: int = 260) -> str:
+    """An SVG line chart: each curve's points joined by a line and marked by a dot with a
+    hover title; y from 0; x ticks at ``x_ticks`` (the data's x values when None), those that
+    would crowd the one before left unlabelled. The legend is the caller's (HTML beside the
+    chart), so no label can fall on a line."""
+    left, right, top, bottom = 62, 24, 14, 48
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = sorted({float(x) for c in curves for x, _ in c.points if not log_x or x > 0})
+    ticks = sorted({float(t) for t in (x_ticks if x_ticks is not None else xs) if not log_x or t > 0})
+    low, high = (min(xs + ticks), max(xs + ticks)) if xs or ticks else (1.0, 10.0)
+    if log_x:
+        low, high = low / 1.15, high * 1.15
+    else:
+        pad = (high - low) * 0.04 or 1.0
+        low, high = low - pad, high + pad
+
+    def x_of(value: float) -> float:
+        if log_x:
+            return left + plot_w * (math.log(value) - math.log(low)) / (math.log(high) - math.log(low))
+        return left + plot_w * (value - low) / (high - low)
+
+    peak = max((float(y) for c in curves for _, y in c.points if math.isfinite(y)), default=0.0)
+    y_ticks = nice_ticks(peak)
+    top_value = y_ticks[-1] or 1.0
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (1 - value / top_value)
+
+    def shown(value: float) -> str:
+        return f"{value * 100:.3g}%" if percent else compact(value)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart lines" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" font-size="11">']
+    for tick in y_ticks:
+        y = y_of(tick)
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#333">{shown(tick)}</text>')
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#333"/>')
+    last_end = -math.inf
+    for tick in ticks:
+        x = x_of(tick)
+        label = compact(tick)
+        half = len(label) * CHAR_W / 2
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="#333"/>')
+        if x - half > last_end + 6 and x + half <= width:
+            out.append(f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle" fill="#333">{label}</text>')
+            last_end = x + half
+    for curve in curves:
+        points = [(float(x), float(y)) for x, y in curve.points if (not log_x or x > 0) and math.isfinite(y)]
+        if len(points) > 1:
+            path = " ".join(f"{x_of(x):.1f},{y_of(y):.1f}" for x, y in points)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{curve.color}" stroke-width="2"/>')
+        for x, y in points:
+            out.append(f'<circle cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" fill="{curve.color}">'
+                       f'<title>{html.escape(curve.label)}: {compact(x)}: {shown(y)}</title></circle>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle" fill="#111">'
+               f'{html.escape(x_label)}{" (log scale)" if log_x else ""}</text>')
     out.append(f'<text transform="translate(13 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
                f'fill="#111">{html.escape(y_label)}</text>')
     out.append("</svg>")

@@ -22,7 +22,7 @@ from tokpipe.report import charts
 from tokpipe.report.collect import (HISTOGRAM_ROWS, MAX_CLUSTER_IDS, NGRAM_SIZES, TEXT_SAMPLE_BYTES,
                                     WORDS_SAMPLE_BYTES, RunData)
 
-__all__ = ["render", "length_charts", "page"]
+__all__ = ["render", "length_charts", "page", "table", "legend"]
 
 TOP = 20
 CSS = """
@@ -100,6 +100,10 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1, cl
     return "".join(out)
 
 
+#: The page's table and legend, for other pages in its style (``tokpipe eval-tokenizer --report``).
+table = _table
+
+
 def _side_by_side(runs: Sequence[RunData], body: Callable[[RunData], str]) -> str:
     cells = [f'<div class="run"><h4>{_e(run.name)}</h4>{body(run)}</div>' for run in runs]
     return (f'<div class="runs" style="grid-template-columns:repeat({len(runs)},minmax(0,1fr))">'
@@ -109,6 +113,9 @@ def _side_by_side(runs: Sequence[RunData], body: Callable[[RunData], str]) -> st
 def _legend(items: Sequence[tuple[str, str]]) -> str:
     return '<div class="legend">' + "".join(f'<span><i style="background:{c}"></i>{_e(t)}</span>'
                                             for t, c in items) + "</div>"
+
+
+legend = _legend
 
 
 # -- Scale -------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ use tokpipe_core::text::words::{word_count_column, Splitter};
 
 /// The word splitter for a language code, or a ValueError naming the languages there are.
 fn splitter(language: &str) -> PyResult<Splitter> {
-    Splitter::for_language(language).ok_or_else(|| {
+    Splitter::named(language).ok_or_else(|| {
         errors::invalid_argument(format!(
-            "no word splitter for language {language:?} (there are: en, zh, ja)"
+            "no word splitter for language {language:?} (there are: en, zh, ja, unicode)"
         ))
     })
 }

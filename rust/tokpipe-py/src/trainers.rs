@@ -13,6 +13,7 @@ use tokpipe_core::assembly;
 use tokpipe_core::corpus::{CorpusOptions, CorpusReport, SetAsideReason};
 use tokpipe_core::lm::LmTrainer;
 use tokpipe_core::models::bpe::{BpeTrainer, BpeTrainerConfig};
+use tokpipe_core::models::pre_segment::CutText;
 use tokpipe_core::models::unigram::trainer::{
     UnigramTrainStats, UnigramTrainer, UnigramTrainerConfig,
 };
@@ -144,6 +145,13 @@ impl PyBpeTrainer {
         self.slot.feed(py, texts)
     }
 
+    /// Counts texts given as their pre-segmented parts: each text is pre-tokenized whole, and
+    /// no merge crosses a join between two Han characters (`BpeTrainer::feed_cut`).
+    fn feed_segmented(&self, py: Python<'_>, texts: Vec<Vec<PyBackedStr>>) -> PyResult<()> {
+        self.slot
+            .with(|trainer| feed_joined(py, &texts, |cut| trainer.feed_cut(cut)))
+    }
+
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
     fn feed_files<'py>(
         &self,
@@ -189,10 +197,12 @@ impl PyWordPieceTrainer {
     ) -> PyResult<Self> {
         let score = match score {
             "likelihood" => Score::Likelihood,
+            "pmi" => Score::Pmi,
             "frequency" => Score::Frequency,
             other => {
                 return Err(errors::invalid_argument(format!(
-                    "score must be \"likelihood\" or \"frequency\", not {other:?}"
+                    "score must be \"likelihood\", \"pmi\" or \"frequency\", not {:?}",
+                    other.chars().take(40).collect::<String>()
                 )))
             }
         };
@@ -334,6 +344,13 @@ impl PyUnigramTrainer {
         self.slot.feed(py, texts)
     }
 
+    /// Counts texts given as their pre-segmented parts: a text is its parts joined, and no
+    /// piece is learned across a join between two Han characters (`UnigramTrainer::feed_cut`).
+    fn feed_segmented(&self, py: Python<'_>, texts: Vec<Vec<PyBackedStr>>) -> PyResult<()> {
+        self.slot
+            .with(|trainer| feed_joined(py, &texts, |cut| trainer.feed_cut(cut)))
+    }
+
     #[pyo3(signature = (paths, strict=false, text_field="text".to_string()))]
     fn feed_files<'py>(
         &self,
@@ -351,6 +368,35 @@ impl PyUnigramTrainer {
         let (tokenizer, stats) = gate::enter(py, || assembly::train_unigram(trainer))?;
         Ok((PyTokenizer::new(tokenizer), stats_dict(py, &stats)?))
     }
+}
+
+/// Joins each text's parts and feeds the texts with the joins as cuts, the GIL released.
+fn feed_joined(
+    py: Python<'_>,
+    texts: &[Vec<PyBackedStr>],
+    feed: impl Send + FnOnce(&[CutText<'_>]) -> tokpipe_core::Result<()>,
+) -> PyResult<()> {
+    gate::enter(py, || {
+        let joined: Vec<(String, Vec<usize>)> = texts.iter().map(|parts| join(parts)).collect();
+        let cut: Vec<CutText<'_>> = joined
+            .iter()
+            .map(|(text, cuts)| CutText { text, cuts })
+            .collect();
+        feed(&cut)
+    })
+}
+
+/// A text given as its parts: the parts joined, and the byte offsets of the joins.
+fn join(parts: &[PyBackedStr]) -> (String, Vec<usize>) {
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    let mut cuts = Vec::with_capacity(parts.len().saturating_sub(1));
+    for part in parts {
+        if !text.is_empty() {
+            cuts.push(text.len());
+        }
+        text.push_str(part);
+    }
+    (text, cuts)
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &UnigramTrainStats) -> PyResult<Bound<'py, PyDict>> {

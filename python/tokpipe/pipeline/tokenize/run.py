@@ -35,7 +35,7 @@ from tokpipe.pipeline.writers.card import tokens_card
 from tokpipe.pipeline.writers.ids_staging import close_ids_files
 from tokpipe.pipeline.writers.manifest import ERRORS_NAME
 
-__all__ = ["tokenize_corpus"]
+__all__ = ["tokenize_corpus", "expand_inputs"]
 
 # Documents a batch of phase 1 holds at least (or MAX_BATCH_TEXT_BYTES of text, whichever
 # comes first).
@@ -98,9 +98,9 @@ class _Streamer:
         self._thread.join()
 
 
-def _expand_inputs(inputs: list[str]) -> list[str]:
+def expand_inputs(inputs: list[str]) -> list[str]:
     """A ``tokpipe clean`` output folder stands for its kept shards (not rejected/ nor the
-    staging files)."""
+    staging files); ``tokpipe eval-tokenizer`` reads its inputs the same way."""
     expanded: list[str] = []
     for given in inputs:
         path = storage.location(given)
@@ -151,7 +151,7 @@ def _tokenize_corpus(inputs: list[str], out_dir: str | os.PathLike[str], options
     config = PipelineConfig([StageSpec("tokenize", {"tokenizer": tokenizer_name,
                                                     "append_eos": options.append_eos, "eos_token": options.eos_token,
                                                     "keep_text": False, "threads": None})])
-    executor = LocalExecutor(config, _expand_inputs(list(inputs)), final, run, progress=progress)
+    executor = LocalExecutor(config, expand_inputs(list(inputs)), final, run, progress=progress)
     executors.append(executor)
     # The splits are written to local disk (OUT itself, or for an OUT in object storage a
     # folder of the run's local staging) and, in a bucket, uploaded file by file once whole,

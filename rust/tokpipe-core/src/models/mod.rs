@@ -9,7 +9,9 @@
 //! families; [`pieces`] holds the sentencepiece pieces that Unigram and sentencepiece's BPE
 //! are both made of.
 //!
-//! Layers: [`base`] and [`pieces`] below the families, the families below this file's
+//! [`pre_segment`] holds the word-segmenter cuts the BPE and Unigram trainers can be fed.
+//!
+//! Layers: [`base`], [`pieces`] and [`pre_segment`] below the families, the families below this file's
 //! [`ModelWrapper`], and all of it below [`crate::tokenizer`] (tests/test_rust_layering.py
 //! checks that no module imports one that imports it back).
 
@@ -17,6 +19,7 @@ pub mod base;
 pub mod bpe;
 pub(crate) mod piece_counter;
 pub mod pieces;
+pub mod pre_segment;
 pub mod unigram;
 pub mod wordpiece;
 

@@ -32,18 +32,33 @@ pub(crate) type CountFn<'a> = dyn Fn(&str, &mut PieceCounter) -> Result<()> + Sy
 impl CorpusCounts {
     /// Counts `texts`, each text one sequence, in parallel.
     pub(crate) fn feed(&mut self, texts: &[&str], count: &CountFn<'_>) -> Result<()> {
-        // Cut the texts into tasks of about FEED_TASK_BYTES each.
+        self.feed_items(
+            texts,
+            |text| text.len(),
+            |text, counter| count(text, counter),
+        )
+    }
+
+    /// Counts `items` (texts with whatever the counting function needs beside them, such as
+    /// pre-segmentation cuts), each `len` bytes of text, in parallel.
+    pub(crate) fn feed_items<T: Sync>(
+        &mut self,
+        items: &[T],
+        len: impl Fn(&T) -> usize,
+        count: impl Fn(&T, &mut PieceCounter) -> Result<()> + Sync,
+    ) -> Result<()> {
+        // Cut the items into tasks of about FEED_TASK_BYTES each.
         let mut tasks = Vec::new();
         let (mut start, mut size) = (0, 0);
-        for (i, text) in texts.iter().enumerate() {
-            size += text.len();
+        for (i, item) in items.iter().enumerate() {
+            size += len(item);
             if size >= FEED_TASK_BYTES {
                 tasks.push(start..i + 1);
                 (start, size) = (i + 1, 0);
             }
         }
-        if start < texts.len() {
-            tasks.push(start..texts.len());
+        if start < items.len() {
+            tasks.push(start..items.len());
         }
         let counters = per_thread_counters();
         tasks.into_par_iter().try_for_each(|task| {
@@ -51,11 +66,11 @@ impl CorpusCounts {
                 .lock()
                 .expect("no panics while counting");
             let ThreadCounter { total, batch } = &mut *counter;
-            texts[task].iter().try_for_each(|text| count(text, batch))?;
+            items[task].iter().try_for_each(|item| count(item, batch))?;
             batch.drain_into(total);
             Ok::<(), Error>(())
         })?;
-        self.fed_bytes += texts.iter().map(|t| t.len() as u64).sum::<u64>();
+        self.fed_bytes += items.iter().map(|item| len(item) as u64).sum::<u64>();
         self.absorb_counters(counters);
         Ok(())
     }

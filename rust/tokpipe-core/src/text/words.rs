@@ -122,6 +122,31 @@ pub fn for_each_word<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
     end_piece(&mut piece, text.len());
 }
 
+/// Calls `emit` with each Unicode word of `text`: the words of UAX #29's word boundaries (the
+/// segments holding a letter or number), each CJK character ([`is_cjk`]) cut out as a word of
+/// its own. UAX #29 already leaves every Han character and hiragana alone but keeps runs of
+/// katakana (and letters glued to them) together; cutting them makes "per word" mean per
+/// character in Chinese and Japanese, as in the script-aware unit.
+pub fn for_each_unicode_word<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
+    use unicode_segmentation::UnicodeSegmentation;
+    let mut emit_piece = |piece: &'t str| {
+        if piece.chars().any(is_alnum) {
+            emit(piece);
+        }
+    };
+    for word in text.unicode_words() {
+        let mut start = 0;
+        for (i, c) in word.char_indices() {
+            if is_cjk(c) {
+                emit_piece(&word[start..i]);
+                start = i + c.len_utf8();
+                emit_piece(&word[i..start]);
+            }
+        }
+        emit_piece(&word[start..]);
+    }
+}
+
 /// How a language's text is cut into words for the language rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Splitter {
@@ -129,6 +154,9 @@ pub enum Splitter {
     English,
     /// The script-aware unit of this module, for Chinese and Japanese.
     ScriptAware,
+    /// Unicode words ([`for_each_unicode_word`]), for measures across languages such as a
+    /// tokenizer's tokens per word.
+    Unicode,
 }
 
 impl Splitter {
@@ -141,12 +169,22 @@ impl Splitter {
         }
     }
 
+    /// The splitter of a language code (see [`Splitter::for_language`]), or `"unicode"` for
+    /// [`Splitter::Unicode`], which no language rule uses.
+    pub fn named(name: &str) -> Option<Splitter> {
+        match name {
+            "unicode" => Some(Splitter::Unicode),
+            _ => Splitter::for_language(name),
+        }
+    }
+
     /// Calls `emit` with each word of `text`, in order.
     #[inline]
     pub fn for_each_word<'t>(self, text: &'t str, emit: impl FnMut(&'t str)) {
         match self {
             Splitter::English => super::en_words::for_each_word(text, emit),
             Splitter::ScriptAware => for_each_word(text, emit),
+            Splitter::Unicode => for_each_unicode_word(text, emit),
         }
     }
 }
@@ -235,5 +273,25 @@ mod tests {
                 "，v2"
             ]
         );
+    }
+
+    #[test]
+    fn unicode_words_cut_cjk_characters() {
+        let words = |text| {
+            let mut words = Vec::new();
+            for_each_unicode_word(text, |w| words.push(w));
+            words
+        };
+        // UAX #29 keeps "don't" and "3.14" whole and drops punctuation; katakana runs are cut
+        // into characters like Han and hiragana.
+        assert_eq!(words("Don't stop, 3.14!"), ["Don't", "stop", "3.14"]);
+        assert_eq!(words("GPT-4は強い"), ["GPT", "4", "は", "強", "い"]);
+        assert_eq!(
+            words("コーヒー。我是猫"),
+            ["コ", "ー", "ヒ", "ー", "我", "是", "猫"]
+        );
+        assert_eq!(Splitter::named("unicode"), Some(Splitter::Unicode));
+        assert_eq!(Splitter::named("en"), Some(Splitter::English));
+        assert_eq!(Splitter::for_language("unicode"), None);
     }
 }

@@ -22,6 +22,7 @@ mod merge_loop;
 use crate::corpus::{self, CorpusOptions, CorpusReport};
 use crate::error::{Error, Result};
 use crate::models::piece_counter::{CorpusCounts, PieceCounter};
+use crate::models::pre_segment::{self, CutText};
 use crate::pre_tokenizers::PreTokenizer;
 use merge_loop::{MergeLimits, TokenTable};
 use rustc_hash::FxHashMap;
@@ -118,6 +119,19 @@ impl BpeTrainer {
             .feed(texts, &|text, counter| count_pre_tokens(pre, text, counter))
     }
 
+    /// [`BpeTrainer::feed`] with pre-segmentation: each text is pre-tokenized whole, as
+    /// always, and a pre-token is then also split at each of the text's `cuts` that falls
+    /// between two Han characters, so no merge crosses one (see [`pre_segment`]).
+    pub fn feed_cut(&mut self, texts: &[CutText<'_>]) -> Result<()> {
+        pre_segment::check_cuts(texts)?;
+        let pre = &self.pre;
+        self.counts.feed_items(
+            texts,
+            |t| t.text.len(),
+            |t, counter| count_cut_pre_tokens(pre, t.text, t.cuts, counter),
+        )
+    }
+
     /// Streams `paths` (txt, jsonl, json, optionally .gz/.zst; see [`crate::corpus`]) and
     /// counts their pre-tokens: reader threads open and decompress files (one file per reader
     /// at a time), all rayon threads decode and count. Returns what was read and what was set
@@ -206,10 +220,36 @@ impl crate::models::base::Trainer for BpeTrainer {
 /// custom pattern) is counted as pieces of its own, as HF's `Split(..., "isolated")` keeps it.
 /// Pieces under two bytes are skipped: they hold no pair, and every byte is in the alphabet.
 fn count_pre_tokens(pre: &PreTokenizer, text: &str, counter: &mut PieceCounter) -> Result<()> {
-    let mut count = |piece: &str| {
+    count_cut_pre_tokens(pre, text, &[], counter)
+}
+
+/// [`count_pre_tokens`], each pre-token also split at the `cuts` (ascending byte offsets into
+/// `text`) inside it that fall between two Han characters.
+fn count_cut_pre_tokens(
+    pre: &PreTokenizer,
+    text: &str,
+    cuts: &[usize],
+    counter: &mut PieceCounter,
+) -> Result<()> {
+    let mut add = |piece: &str| {
         if piece.len() >= 2 {
             counter.add(piece.as_bytes(), 1);
         }
+    };
+    let mut next_cut = 0;
+    let mut count = |piece: &str| {
+        let start = piece.as_ptr() as usize - text.as_ptr() as usize;
+        let end = start + piece.len();
+        let mut from = start;
+        while next_cut < cuts.len() && cuts[next_cut] < end {
+            let at = cuts[next_cut];
+            next_cut += 1;
+            if at > from && pre_segment::between_han(text, at) {
+                add(&text[from..at]);
+                from = at;
+            }
+        }
+        add(&text[from..end]);
     };
     let base = text.as_ptr() as usize;
     let mut covered = 0;
@@ -383,6 +423,34 @@ mod tests {
         assert_eq!(as_text, vec![0, 1]);
         assert_eq!(tok.encode("ab!", &AllowedSpecial::All).unwrap(), as_text);
         assert_eq!(tok.decode(&[257, 0, 1]).unwrap(), " abab!");
+    }
+
+    #[test]
+    fn no_merge_crosses_a_cut_between_han_characters() {
+        // 今天|天气 cut at bytes 6 and 19; the cut at 12 (气| ) touches a space and is ignored.
+        let text = "今天天气 今天天气";
+        let tokens = |cuts: &[usize]| -> Vec<Vec<u8>> {
+            let mut trainer =
+                BpeTrainer::new(config(1000), PreTokenizer::new("gpt2").unwrap()).unwrap();
+            trainer.feed_cut(&[CutText { text, cuts }]).unwrap();
+            let trained = trainer.train().unwrap();
+            trained
+                .vocab
+                .into_iter()
+                .map(|(b, _)| b)
+                .filter(|b| b.len() > 1)
+                .collect()
+        };
+        let uncut = tokens(&[]);
+        assert!(uncut.contains(&"今天天气".as_bytes().to_vec()));
+        let cut = tokens(&[6, 12, 19]);
+        assert!(cut
+            .iter()
+            .all(|t| !String::from_utf8_lossy(t).contains("天天")));
+        assert!(
+            cut.contains(&"今天".as_bytes().to_vec()) && cut.contains(&" 今天".as_bytes().to_vec())
+        );
+        assert!(cut.contains(&"天气".as_bytes().to_vec()));
     }
 
     #[test]

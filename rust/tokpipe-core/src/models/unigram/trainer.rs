@@ -3,8 +3,9 @@
 //! 1. Counting ([`UnigramTrainer::feed`], [`UnigramTrainer::feed_files`]): each line is a
 //!    sentence, normalized by the encoder's sentencepiece normalizer (the rule's precompiled
 //!    charsmap, the whitespace rules, spaces escaped to `▁`), so training sees the text exactly
-//!    as the trained tokenizer will, then cut into words that start at `▁` ([`words`]). Distinct
-//!    words are counted on all cores; memory is the word table.
+//!    as the trained tokenizer will, then cut into words that start at `▁` ([`words`]), and,
+//!    with [`UnigramTrainer::feed_cut`], also where a pre-segmenter cut between two Han
+//!    characters ([`cuts`]). Distinct words are counted on all cores; memory is the word table.
 //! 2. Alphabet: the most frequent characters covering `character_coverage` of the corpus; the
 //!    others become the unknown character.
 //! 3. Seeds ([`seeds`]): the characters and the `seed_sentencepiece_size` most frequent × longest
@@ -26,6 +27,7 @@
 //! (Over 500 lines: 171 of them are its unit tests and about 85 the documented options; the steps
 //! are in the submodules, and what is left here is the driver that runs them and the finalizing.)
 
+mod cuts;
 mod em;
 mod seeds;
 mod trie;
@@ -36,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::models::base::Trainer;
 use crate::models::piece_counter::CorpusCounts;
 use crate::models::pieces::PieceKind;
+use crate::models::pre_segment::{self, CutText};
 use crate::normalizers::spm_rules;
 use em::Model;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -342,6 +345,23 @@ impl UnigramTrainer {
         })
     }
 
+    /// [`UnigramTrainer::feed`] with pre-segmentation: each text's `cuts` are places where
+    /// a word segmenter (jieba) put a boundary, and no piece is learned across one that falls
+    /// between two Han characters. The text is counted as it is (no `▁` is added at a cut),
+    /// so the trained model needs no segmenter to encode.
+    pub fn feed_cut(&mut self, texts: &[CutText<'_>]) -> Result<()> {
+        pre_segment::check_cuts(texts)?;
+        let (splitter, stats) = (&self.splitter, &self.stats);
+        self.counts.feed_items(
+            texts,
+            |t| t.text.len(),
+            |t, counter| {
+                splitter.count_cut_text(t.text, t.cuts, counter, stats);
+                Ok(())
+            },
+        )
+    }
+
     /// Streams `paths` (txt, jsonl, json, optionally .gz/.zst; see [`crate::corpus`]) and
     /// counts their words: a text file's every line is a sentence, a JSON record's text is cut
     /// into lines too.
@@ -621,6 +641,49 @@ mod tests {
         let distinct: FxHashSet<char> = text.chars().filter(|&c| c != ' ' && c != '\n').collect();
         assert_eq!(got.stats.required_chars, distinct.len() + 1);
         assert!(pieces.contains("▁"));
+    }
+
+    #[test]
+    fn no_piece_crosses_a_cut_and_the_text_is_unchanged() {
+        // 天气 and 今天 each follow the other often: uncut, 今天天气 is the best piece.
+        let line = "今天天气很好 今天天气";
+        let text = format!("{line}\n").repeat(50);
+        // Cut 今天|天气 in both places (bytes 6 and 25), 很|好 is left whole.
+        let cuts: Vec<usize> = (0..50)
+            .flat_map(|i| [i * (line.len() + 1) + 6, i * (line.len() + 1) + 25])
+            .collect();
+        let config = UnigramTrainerConfig {
+            vocab_size: 12,
+            character_coverage: 1.0,
+            ..Default::default()
+        };
+        let pieces = |cut: bool| -> FxHashSet<String> {
+            let mut trainer = UnigramTrainer::new(config.clone()).unwrap();
+            let cuts: &[usize] = if cut { &cuts } else { &[] };
+            trainer.feed_cut(&[CutText { text: &text, cuts }]).unwrap();
+            trainer
+                .train()
+                .unwrap()
+                .pieces
+                .into_iter()
+                .map(|p| p.0)
+                .collect()
+        };
+        let uncut = pieces(false);
+        assert!(uncut.iter().any(|p| p.contains("天天")), "{uncut:?}");
+        let cut = pieces(true);
+        assert!(cut.iter().all(|p| !p.contains("天天")), "{cut:?}");
+        // The cut words still start with ▁ where the text had a space, and nowhere else.
+        assert!(
+            cut.contains("▁今天") && cut.contains("天气") && !cut.contains("▁天气"),
+            "{cut:?}"
+        );
+        let mut trainer = UnigramTrainer::new(config).unwrap();
+        let err = trainer.feed_cut(&[CutText {
+            text: &text,
+            cuts: &[9, 3],
+        }]);
+        assert!(matches!(err, Err(Error::InvalidArgument(_))));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! WordPiece (BERT): the linear-time encoder ([`WordPieceModel`]) and the trainer
-//! ([`WordPieceTrainer`], likelihood or frequency scores). The BERT tokenizer around them is
+//! ([`WordPieceTrainer`], likelihood, PMI or frequency scores). The BERT tokenizer around them is
 //! made by [`crate::assembly::bert_tokenizer`].
 
 mod model;

@@ -12,6 +12,7 @@
 //! which no piece may hold. [`Alphabet::is_valid_piece`] is sentencepiece's rule for which
 //! strings may be pieces (length, where `▁` may stand, one Unicode script per piece, digits).
 
+use super::cuts;
 use crate::models::piece_counter::PieceCounter;
 use crate::normalizers::SentencePieceNormalizer;
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -71,8 +72,28 @@ impl SentenceSplitter {
     /// Counts the words of every line of `text` (a line is a sentence, as sentencepiece reads
     /// its input files; a trailing newline is no part of it).
     pub(crate) fn count_text(&self, text: &str, counter: &mut PieceCounter, stats: &SentenceStats) {
+        self.count_cut_text(text, &[], counter, stats);
+    }
+
+    /// [`SentenceSplitter::count_text`], the words also cut at `cuts`: ascending byte offsets
+    /// into `text` where a pre-segmenter put a boundary, kept between two Han characters only
+    /// (see [`super::cuts`]).
+    pub(crate) fn count_cut_text(
+        &self,
+        text: &str,
+        cuts: &[usize],
+        counter: &mut PieceCounter,
+        stats: &SentenceStats,
+    ) {
         let mut buf = String::new();
+        let (mut rest, mut line_start) = (cuts, 0);
+        let (mut ordinals, mut positions) = (Vec::new(), Vec::new());
         for line in text.split_terminator('\n') {
+            let start = line_start;
+            line_start += line.len() + 1;
+            let ends_here = rest.partition_point(|&c| c < start + line.len());
+            let line_cuts;
+            (line_cuts, rest) = rest.split_at(ends_here);
             if line.is_empty() {
                 continue;
             }
@@ -89,14 +110,23 @@ impl SentenceSplitter {
                 continue;
             }
             stats.sentences.fetch_add(1, Ordering::Relaxed);
+            positions.clear();
+            if !line_cuts.is_empty() {
+                let han = cuts::han_ordinals(line, start, line_cuts, &mut ordinals);
+                cuts::positions(&buf, &ordinals, han, &mut positions);
+            }
             let sentence = match &self.meta {
                 Some(meta) if meta.is_match(buf.as_str()) => {
-                    let boundaries = vec![BOUNDARY_STR; meta.patterns_len()];
-                    meta.replace_all(&buf, &boundaries)
+                    if positions.is_empty() {
+                        let boundaries = vec![BOUNDARY_STR; meta.patterns_len()];
+                        meta.replace_all(&buf, &boundaries)
+                    } else {
+                        cuts::replace_moving(meta, &buf, BOUNDARY_STR, &mut positions)
+                    }
                 }
                 _ => std::mem::take(&mut buf),
             };
-            for_each_word(&sentence, self.split_by_whitespace, |word| {
+            cuts::for_each_cut_word(&sentence, self.split_by_whitespace, &positions, |word| {
                 counter.add(word.as_bytes(), 1)
             });
             buf = sentence;
