@@ -448,10 +448,13 @@ def _local_files() -> Iterator[Callable[[Union[str, Path, storage.RemotePath]], 
 
 @contextmanager
 def _written(path: Union[StrPath, storage.RemotePath]) -> Iterator[str]:
-    """The local path to write ``path``'s content to: ``path`` itself, or for a URL a local
-    temporary file that is uploaded when the block ends without an error."""
+    """The local path to write ``path``'s content to: ``path`` itself (its folder made when
+    missing, as `tokpipe clean -o` makes its own: a trainer must not fail on ``-o
+    new/tokenizer.json`` after the training), or for a URL a local temporary file that is
+    uploaded when the block ends without an error."""
     where = _where(path)
     if not isinstance(where, storage.RemotePath):
+        Path(where).parent.mkdir(parents=True, exist_ok=True)
         yield where
         return
     from tokpipe.pipeline import fs

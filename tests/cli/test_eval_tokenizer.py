@@ -22,7 +22,7 @@ from tests.conftest import CORPORA, REPO, VOCAB
 from tests.parity.peers import tiktoken_encoding
 from tests.report.browser import Browser
 from tests.report.test_report import LAYOUT_PROBLEMS
-from tests.tokeval.test_evaluate import language, shared_texts
+from tests.tokeval.test_evaluate import language, shared_texts, write_jsonl
 from tests.tokeval.test_sweep import slices
 
 WIDTH = 100
@@ -133,6 +133,7 @@ def test_a_narrow_terminal_splits_the_table(tmp_path: Path) -> None:
     (("-t", "{gpt2}"), "give the corpus"),
     (("-t", "{gpt2}", "missing.txt"), "input does not exist"),
     (("-t", "{gpt2}", "doc.txt", "--report", "out.png"), "--report must name an .html file"),
+    (("-t", "{gpt2}", "doc.txt", "--report", "no/such/folder/out.html"), "--report: no folder"),
     (("-t", "{gpt2}", "doc.txt", "--vocab-sizes", "8k"), "--vocab-sizes and --eval go with --train"),
     (("--train", "bpe", "doc.txt", "--eval", "doc.txt"), "--train needs --vocab-sizes"),
     (("--train", "bpe", "--vocab-sizes", "8k,lots", "doc.txt", "--eval", "doc.txt"),
@@ -144,7 +145,7 @@ def test_a_narrow_terminal_splits_the_table(tmp_path: Path) -> None:
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     (tmp_path / "doc.txt").write_text("text", encoding="utf-8")
     filled = [a.format(gpt2=VOCAB / "gpt2_encoder.json") if a.startswith("{") else
-              str(tmp_path / a) if a.endswith((".txt", ".png")) else a for a in args]
+              str(tmp_path / a) if a.endswith((".txt", ".png", ".html")) else a for a in args]
     result = run("eval-tokenizer", *filled)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().count("\n") == 0 and message in result.stderr
@@ -182,3 +183,19 @@ def test_json_output(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     enc = tiktoken_encoding("gpt2")
     assert data["overall"]["gpt2_encoder.json"]["tokens"] == len(enc.encode_ordinary("Hello there, world."))
+
+
+def test_a_group_called_all_keeps_its_own_numbers(tmp_path: Path) -> None:
+    # A language value "all" is a group like any other: its row must not repeat the overall one.
+    texts = {"all": "hello world, and more words here. " * 40, "zh": "我是猫。名字还没有。" * 40}
+    corpus = write_jsonl(tmp_path / "docs.jsonl", [{"text": t, "language": g} for g, t in texts.items()])
+    result = run("eval-tokenizer", "-t", str(VOCAB / "cl100k_base.tiktoken.gz"), str(corpus), "--by", "language")
+    assert result.returncode == 0, result.stderr
+    enc = tiktoken_encoding("cl100k")
+    tokens = {g: len(enc.encode_ordinary(t)) for g, t in texts.items()}
+    overall = sum(map(len, texts.values())) / sum(tokens.values())
+    group = len(texts["all"]) / tokens["all"]
+    assert f"{overall:.2f}" != f"{group:.2f}"
+    # The first two "all" rows are the chars/tok table's (a split table repeats the rows).
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("all ")]
+    assert [cells[2] for cells in rows[:2]] == [f"{overall:.2f}", f"{group:.2f}"]

@@ -99,3 +99,29 @@ def test_hf_dir_must_not_be_a_file(corpus: Path, tmp_path: Path) -> None:
                  "--hf-dir", str(target))
     assert result.returncode == 2
     assert "a_file" in result.stderr
+
+
+def test_model_max_length_reaches_transformers_and_outputs_may_go_to_new_folders(corpus: Path,
+                                                                                tmp_path: Path) -> None:
+    # -o and --vocab-txt into folders that do not exist yet: made, not a failure after training.
+    output, vocab, folder = tmp_path / "new" / "t.json", tmp_path / "other" / "vocab.txt", tmp_path / "hf"
+    result = run("train-wordpiece", str(corpus), "--vocab-size", "600", "-q", "-o", str(output),
+                 "--vocab-txt", str(vocab), "--hf-dir", str(folder), "--model-max-length", "128")
+    assert result.returncode == 0, result.stderr
+    assert output.is_file() and vocab.is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers import AutoTokenizer
+
+        hf = AutoTokenizer.from_pretrained(str(folder))
+    assert hf.model_max_length == 128
+    assert hf(["word " * 300], truncation=True)["input_ids"][0].__len__() == 128
+
+
+def test_model_max_length_without_hf_dir_is_a_usage_error_before_training(corpus: Path, tmp_path: Path) -> None:
+    output = tmp_path / "t.json"
+    result = run("train-bpe", str(corpus), "--vocab-size", "300", "-o", str(output), "--model-max-length", "64")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["tokpipe: error: --model-max-length is written to the --hf-dir "
+                                                  "folder: give --hf-dir too"]
+    assert not output.exists()

@@ -240,6 +240,47 @@ def test_bad_input(tmp_path: Path) -> None:
         evaluate_tokenizers([], wrong_field)
 
 
+def test_why_nothing_was_read_is_said_and_the_field_hint_only_when_a_field_is_missing(tmp_path: Path) -> None:
+    gpt2 = VOCAB / "gpt2_encoder.json"
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    with pytest.raises(NoDocumentsError) as empty:
+        evaluate_tokenizers([gpt2], tmp_path / "empty.txt")
+    message = str(empty.value)
+    assert "1 unreadable record: 1 empty_file" in message and "field" not in message and "\n" not in message
+    nulls = write_jsonl(tmp_path / "nulls.jsonl", [{"text": None}, {"text": None}])
+    with pytest.raises(NoDocumentsError, match=r"\(2 unreadable records: 2 null_text\)$"):
+        evaluate_tokenizers([gpt2], nulls)
+    misnamed = write_jsonl(tmp_path / "misnamed.jsonl", [{"id": "a", "content": "some text"}])
+    with pytest.raises(NoDocumentsError, match="1 missing_text_field\\): no field 'text'; did you mean 'content'\\?"):
+        evaluate_tokenizers([gpt2], misnamed)
+
+
+def test_a_language_or_source_column_of_objects_or_lists_groups_by_its_json(tmp_path: Path) -> None:
+    # pyarrow has no cast from a struct or a list to a string: this used to end in a traceback.
+    records = [{"text": "hello there", "language": {"code": "en"}, "source": ["web", "crawl"]},
+               {"text": "good day", "language": {"code": "en"}, "source": ["books"]}]
+    corpus = write_jsonl(tmp_path / "docs.jsonl", records)
+    gpt2 = VOCAB / "gpt2_encoder.json"
+    by_language = evaluate_tokenizers([gpt2], corpus, by="language")
+    assert by_language.groups == ['{"code": "en"}'] and by_language.grouped_from == "the language column"
+    assert by_language.per_group['{"code": "en"}'][gpt2.name].documents == 2
+    by_source = evaluate_tokenizers([gpt2], corpus, by="source")
+    assert sorted(by_source.groups) == ['["books"]', '["web", "crawl"]']
+
+
+def test_names_and_paths_of_tokenizer_urls_hold_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokpipe.tokeval.evaluate import load_tokenizers
+
+    gpt2 = tokpipe.Tokenizer.from_file(VOCAB / "gpt2_encoder.json")
+    monkeypatch.setattr(tokpipe.Tokenizer, "from_file", staticmethod(lambda spec: gpt2))  # no object store here
+    urls = ["s3://AKIDEXAMPLE:s3cr3tkey@bucket/tok.json?X-Amz-Signature=f00d",
+            "s3://AKIDEXAMPLE:s3cr3tkey@other/tok.json"]
+    loaded = load_tokenizers(urls)
+    shown = repr(list(loaded)) + repr([path for _, path in loaded.values()])
+    assert "s3cr3tkey" not in shown and "f00d" not in shown
+    assert len(loaded) == 2
+
+
 def test_two_files_of_one_name_are_told_apart_by_their_folder(tmp_path: Path) -> None:
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()

@@ -66,6 +66,21 @@ def test_a_trainer_that_stops_short_is_recorded(tmp_path: Path) -> None:
     sweep = sweep_vocab_sizes("wordpiece", [5000], tmp_path / "tiny.txt", tmp_path / "tiny.txt")
     [point] = sweep.points
     assert point.error is None and point.vocab_size is not None and point.vocab_size < 5000
+    assert point.note == f"trained {point.vocab_size:,}, smaller than asked: the corpus ran out of pieces"
+
+
+def test_a_size_below_the_alphabet_trains_larger_and_says_so(tmp_path: Path) -> None:
+    # WordPiece keeps its 5 special tokens, every character and every ##-prefixed character
+    # that follows another: 10 is less than that, so the trainer returns those alone.
+    text = "the cat sat on the mat\n"
+    (tmp_path / "tiny.txt").write_text(text * 20, encoding="utf-8")
+    sweep = sweep_vocab_sizes("wordpiece", [10], tmp_path / "tiny.txt", tmp_path / "tiny.txt")
+    [point] = sweep.points
+    words = text.split()
+    alphabet = {c for w in words for c in w}
+    continuing = {c for w in words for c in w[1:]}
+    assert point.vocab_size == 5 + len(alphabet) + len(continuing)
+    assert "larger than asked" in point.note
 
 
 def test_a_missing_held_out_corpus_fails_before_training(tmp_path: Path) -> None:

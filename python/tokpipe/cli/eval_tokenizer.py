@@ -118,6 +118,9 @@ def _check(corpus: tuple[str, ...], tokenizers: tuple[str, ...], report: Path | 
 
     if report is not None and report.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"--report must name an .html file, not {report.name}")
+    if report is not None and not report.absolute().parent.is_dir():
+        # Said now, not after the whole evaluation (or every training of a sweep) is done.
+        raise UsageError(f"--report: no folder {report.parent} to write {report.name} into")
     if not corpus:
         raise UsageError("give the corpus: one or more files, folders, globs or URLs"
                          + (" (the training corpus with --train)" if train_model else ""))
@@ -155,9 +158,11 @@ def _print_evaluation(evaluation: object) -> None:
                      f"{evaluation.bytes / seconds / 1e6:,.1f}" if seconds > 0 else "–"))
     click.echo(fitted_table(info, 1, columns))
     rows = [("group" if evaluation.by else "", "tokenizer", *(h for h, _ in METRIC_COLUMNS))]
-    groups = ([ALL] if evaluation.by else []) + evaluation.groups
-    for g in groups:
-        by_name = evaluation.overall if g == ALL else evaluation.per_group[g]
+    # Pairs, not names: a real group may be called "all" too.
+    sections = [(ALL, evaluation.overall)]
+    if evaluation.by:
+        sections += [(g, evaluation.per_group[g]) for g in evaluation.groups]
+    for g, by_name in sections:
         for t in evaluation.tokenizers:
             rows.append((g, t.name, *metric_cells(by_name[t.name])))
     click.echo()
@@ -182,10 +187,8 @@ def _print_sweep(sweep: object) -> None:
     problems = []
     for p in sweep.points:
         rows.append((f"{p.asked:,}", "–" if p.vocab_size is None else f"{p.vocab_size:,}", f"{p.train_seconds:,.1f}"))
-        if p.error:
-            problems.append(f"{p.asked:,}: not trained: {p.error}")
-        elif p.vocab_size is not None and p.vocab_size < p.asked:
-            problems.append(f"{p.asked:,}: trained {p.vocab_size:,}, smaller than asked: the corpus ran out of pieces")
+        if p.note:
+            problems.append(f"{p.asked:,}: {p.note}")
     click.echo(fitted_table(rows, 1, columns))
     for line in problems:
         click.echo(textwrap.fill(line, width=max(columns - 1, 20), subsequent_indent="    ", break_on_hyphens=False))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
@@ -29,12 +29,20 @@ from tokpipe.train import (
 if TYPE_CHECKING:
     from tokpipe.tokenizer import Tokenizer
 
-#: ``--hf-dir``, the same on every train-* command (so ``tokpipe train`` shows it once).
-hf_dir_option = click.option(
-    "--hf-dir", type=LocationType(file_okay=False), default=None,
-    help="Also write a transformers folder here (a path or URL): tokenizer.json, tokenizer_config.json and "
-         "special_tokens_map.json, which AutoTokenizer.from_pretrained(DIR) loads with the model family's special "
-         "tokens and a pad token (see Tokenizer.save_pretrained).")
+F = TypeVar("F", bound=Callable[..., Any])
+
+def hf_dir_option(command: F) -> F:
+    """``--hf-dir`` and ``--model-max-length``, the same on every train-* command (so ``tokpipe
+    train`` shows them once)."""
+    command = click.option(
+        "--model-max-length", type=click.IntRange(min=1), default=None,
+        help="With --hf-dir: the model's context length, written to tokenizer_config.json "
+             "(default: 512 for WordPiece, 2048 otherwise; give your model's).")(command)
+    return click.option(
+        "--hf-dir", type=LocationType(file_okay=False), default=None,
+        help="Also write a transformers folder here (a path or URL): tokenizer.json, tokenizer_config.json and "
+             "special_tokens_map.json, which AutoTokenizer.from_pretrained(DIR) loads with the model family's "
+             "special tokens and a pad token (see Tokenizer.save_pretrained).")(command)
 
 #: ``--pre-segment``, the same on train-bpe and train-unigram (WordPiece's BERT pre-tokenizer
 #: already cuts every Han character).
@@ -44,10 +52,17 @@ pre_segment_option = click.option(
          "(Chinese; needs the chinese extra). The tokenizer encodes raw text without it.")
 
 
-def _save_hf_dir(tok: Tokenizer, hf_dir: str | None, outputs: list[tuple[str, str]]) -> None:
+def _check_hf_dir(hf_dir: str | None, model_max_length: int | None) -> None:
+    """Before any work: ``--model-max-length`` only means something for ``--hf-dir``."""
+    if model_max_length is not None and hf_dir is None:
+        raise UsageError("--model-max-length is written to the --hf-dir folder: give --hf-dir too")
+
+
+def _save_hf_dir(tok: Tokenizer, hf_dir: str | None, model_max_length: int | None,
+                 outputs: list[tuple[str, str]]) -> None:
     """Write ``--hf-dir`` when given, and list it among the summary's outputs."""
     if hf_dir is not None:
-        tok.save_pretrained(hf_dir)
+        tok.save_pretrained(hf_dir, model_max_length=model_max_length)
         outputs.append(("transformers folder", shown_path(hf_dir)))
 
 
@@ -84,6 +99,7 @@ def train_bpe_command(
     strict: bool,
     tiktoken_path: str | None,
     hf_dir: str | None,
+    model_max_length: int | None,
     quiet: bool,
 ) -> None:
     """Train a byte-level BPE tokenizer on CORPUS (files or folders, walked recursively).
@@ -92,6 +108,7 @@ def train_bpe_command(
     --text-field of each record). Memory grows with the number of distinct pre-tokens, not
     with the corpus. The output is the same whatever the number of threads.
     """
+    _check_hf_dir(hf_dir, model_max_length)
     started = time.perf_counter()
     report: list[CorpusReport] = []
     try:
@@ -115,7 +132,7 @@ def train_bpe_command(
     if tiktoken_path is not None:
         tok.save_tiktoken(tiktoken_path)
     outputs = [("output", shown_path(output))]
-    _save_hf_dir(tok, hf_dir, outputs)
+    _save_hf_dir(tok, hf_dir, model_max_length, outputs)
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 
@@ -162,6 +179,7 @@ def train_wordpiece_command(
     text_field: str,
     strict: bool,
     hf_dir: str | None,
+    model_max_length: int | None,
     quiet: bool,
 ) -> None:
     """Train a BERT WordPiece tokenizer on CORPUS (files or folders, walked recursively).
@@ -169,6 +187,7 @@ def train_wordpiece_command(
     Words are cut by BERT's normalizer and pre-tokenizer, then merged pair by pair until the
     vocabulary is full. Reads the same inputs as train-bpe.
     """
+    _check_hf_dir(hf_dir, model_max_length)
     started = time.perf_counter()
     report: list[CorpusReport] = []
     try:
@@ -192,7 +211,7 @@ def train_wordpiece_command(
     if vocab_txt is not None:
         tok.save_vocab(vocab_txt)
         outputs.append(("vocab.txt", shown_path(vocab_txt)))
-    _save_hf_dir(tok, hf_dir, outputs)
+    _save_hf_dir(tok, hf_dir, model_max_length, outputs)
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 
@@ -254,6 +273,7 @@ def train_unigram_command(
     output: str,
     model_file: str | None,
     hf_dir: str | None,
+    model_max_length: int | None,
     quiet: bool,
     **options: object,
 ) -> None:
@@ -264,6 +284,7 @@ def train_unigram_command(
     Reads the same inputs as train-bpe. -o writes a .model (loads in sentencepiece) when it ends
     with .model, else an HF tokenizer.json; --model-file adds the .model beside it.
     """
+    _check_hf_dir(hf_dir, model_max_length)
     started = time.perf_counter()
     report: list[CorpusReport] = []
     try:
@@ -280,7 +301,7 @@ def train_unigram_command(
         else:
             tok.save(path)
         outputs.append(("output" if path is output else "sentencepiece model", shown_path(path)))
-    _save_hf_dir(tok, hf_dir, outputs)
+    _save_hf_dir(tok, hf_dir, model_max_length, outputs)
     if not quiet:
         _print_summary(report, tok.vocab_size, outputs, started)
 

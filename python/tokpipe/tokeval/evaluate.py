@@ -37,10 +37,14 @@ apart, the first ones met; the documents of any later group count under ``(other
 
 Sampling (``max_documents``, ``max_bytes``) takes the first documents in input order (files in
 the order given, a folder's files sorted), so the same arguments measure the same documents.
+
+(Over 500 lines: the reading, the per-tokenizer tallies and the metrics are one pass over the
+corpus and share its state; the result types are what the page and the command print.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -207,12 +211,13 @@ def load_tokenizers(tokenizers: Sequence[TokenizerSpec] | Mapping[str, Tokenizer
         if isinstance(spec, Tokenizer):
             out[name] = (spec, None)
         else:
-            out[name] = (Tokenizer.from_file(spec), os.fspath(spec))
+            out[name] = (Tokenizer.from_file(spec), storage.redact(os.fspath(spec)))
     return out
 
 
 def _names(specs: Sequence[TokenizerSpec]) -> list[str]:
-    paths = [None if isinstance(s, Tokenizer) else os.fspath(s).rstrip("/") for s in specs]
+    # Names and paths are printed, in the page and the JSON: a URL's credentials are not.
+    paths = [None if isinstance(s, Tokenizer) else storage.redact(os.fspath(s)).rstrip("/") for s in specs]
     base = [p.rsplit("/", 1)[-1] if p is not None else "" for p in paths]
     names = []
     for n, (path, name) in enumerate(zip(paths, base)):
@@ -260,10 +265,17 @@ def evaluate_tokenizers(tokenizers: Sequence[TokenizerSpec] | Mapping[str, Token
     states = {name: _TokenizerState(name, tokenizer, path) for name, (tokenizer, path) in loaded.items()}
 
     unreadable = 0
+    # Why records were set aside, and the first missing-field error's detail (the fields the
+    # records have instead): what the message says when no document could be read.
+    reasons: dict[str, int] = {}
+    missing_field: list[str] = []
 
-    def on_error(_error: ReadError) -> None:
+    def on_error(error: ReadError) -> None:
         nonlocal unreadable
         unreadable += 1
+        reasons[error.reason] = reasons.get(error.reason, 0) + 1
+        if error.reason == "missing_text_field" and not missing_field:
+            missing_field.append(error.detail)
 
     groups = _Groups()
     grouped_from: set[str] = set()
@@ -283,9 +295,7 @@ def evaluate_tokenizers(tokenizers: Sequence[TokenizerSpec] | Mapping[str, Token
         if sampled is not None:
             break
     if not documents:
-        raise NoDocumentsError(f"no document read from {', '.join(storage.redact(os.fspath(i)) for i in inputs)}"
-                               + (f" ({unreadable:,} unreadable records; is the text field {text_field!r}?)"
-                                  if unreadable else ""))
+        raise NoDocumentsError(_nothing_read(inputs, reasons, missing_field[0] if missing_field else None, text_field))
     names = groups.ordered()
     per_group = {g: {name: s.metrics(groups.index[g]) for name, s in states.items()} for g in names}
     overall = {name: s.metrics(None) for name, s in states.items()}
@@ -295,6 +305,27 @@ def evaluate_tokenizers(tokenizers: Sequence[TokenizerSpec] | Mapping[str, Token
         groups=names if by else [ALL], overall=overall, per_group=per_group if by else {ALL: overall},
         documents=documents, bytes=total_bytes, unreadable=unreadable, sampled=sampled,
         seconds=time.perf_counter() - started, encode_seconds={n: s.encode_seconds for n, s in states.items()})
+
+
+def _nothing_read(inputs: list[StrPath], reasons: dict[str, int], missing_field: str | None, text_field: str) -> str:
+    """The one-line message of a corpus that gave no document: the inputs, why their records
+    were set aside, and, only where records lacked the text field, the fields they have and
+    the one likely meant (as ``tokpipe clean`` says it)."""
+    from tokpipe.pipeline.engines.outcome import suggest_field
+    from tokpipe.pipeline.readers.base import fields_in_detail
+
+    message = f"no document read from {', '.join(storage.redact(os.fspath(i)) for i in inputs)}"
+    if not reasons:
+        return message
+    total = sum(reasons.values())
+    why = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    message += f" ({total:,} unreadable record{'s' if total != 1 else ''}: {why})"
+    if missing_field is None:
+        return message
+    names, _ = fields_in_detail(missing_field)
+    suggestion = suggest_field(text_field, names)
+    hint = f"no field {text_field!r}" + (f"; did you mean {suggestion!r}?" if suggestion is not None else "")
+    return f"{message}: {hint} (--text-field, or text_field= in Python)"
 
 
 def _batches(tasks: list[Task], options: ReaderOptions,
@@ -361,11 +392,15 @@ def _labels(batch: pa.RecordBatch, texts: list[str], path: str, by: str | None, 
     column = {"language": language_field, "source": "source"}.get(by)
     if column is not None and column in batch.schema.names:
         grouped_from.add(f"the {column} column")
-        values = batch.column(column).cast(pa.string()).to_pylist()
-        return [v if v else "unknown" for v in values]
+        values = batch.column(column)
+        if pa.types.is_nested(values.type):
+            # A column of lists or objects has no string cast: each value as JSON text, as
+            # the readers carry values of clashing types.
+            return [json.dumps(v, sort_keys=True, ensure_ascii=False) if v else "unknown" for v in values.to_pylist()]
+        return [v if v else "unknown" for v in values.cast(pa.string()).to_pylist()]
     if by == "source":
         grouped_from.add("the file name")
-        return [path.rstrip("/").rsplit("/", 1)[-1]] * len(texts)
+        return [storage.redact(path).rstrip("/").rsplit("/", 1)[-1]] * len(texts)
     if by == "language":
         grouped_from.add("a guess from the dominant script")
         return guess_languages(texts)
@@ -471,8 +506,6 @@ class _TokenizerState:
 def _fallback(tokenizer: Tokenizer) -> tuple[set[int], str, bool]:
     """The ids of the tokenizer's fallback tokens (unknown token, byte pieces), what they are
     in words, and whether there are any."""
-    import json
-
     if tokenizer.model_type == "BPE" and _byte_level(tokenizer):
         # Every byte has a token: nothing can fall back, whatever the file declares. (And the
         # JSON of a 200k vocabulary takes a second to write and another to parse.)

@@ -10,12 +10,13 @@ value that reaches the page passes through :func:`html.escape`.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 
 from tokpipe import __version__
 from tokpipe.report import charts
 from tokpipe.report.render import legend, page, table
-from tokpipe.tokeval.evaluate import ALL, Evaluation, Metrics, Token
+from tokpipe.tokeval.evaluate import Evaluation, Metrics, Token
 from tokpipe.tokeval.sweep import Sweep
 
 __all__ = ["METRIC_COLUMNS", "metric_cells", "percent", "token_cell", "evaluation_page", "sweep_page", "notes"]
@@ -35,11 +36,14 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def percent(value: float) -> str:
-    """A share as a percentage: ``0%``, ``0.0042%``, ``12.3%``."""
+    """A share as a percentage: ``0%``, ``0.0042%``, ``12.3%``, ``99.96%``; only a share of 1
+    shows as ``100.0%`` (one document in 3,000 that does not round-trip must not read as all)."""
     if value == 0:
         return "0%"
     if value < 0.001:
         return f"{value * 100:.2g}%"
+    if value < 1 and f"{value * 100:.1f}" == "100.0":
+        return f"{math.floor(value * 10_000) / 100:.2f}%"  # rounded down: 99.96%, 99.99%
     return f"{value * 100:.1f}%"
 
 
@@ -156,8 +160,7 @@ def sweep_page(sweep: Sweep, title: str | None = None) -> str:
     per group and one for all documents, then the evaluation of every size."""
     title = title or f"tokpipe eval-tokenizer: {sweep.model} vocabulary sizes"
     rows = [[f"{p.asked:,}", "–" if p.vocab_size is None else f"{p.vocab_size:,}", f"{p.train_seconds:,.1f}",
-             _e(p.error or ("corpus ran out of pieces: smaller than asked"
-                            if p.vocab_size is not None and p.vocab_size < p.asked else ""))] for p in sweep.points]
+             _e(p.note)] for p in sweep.points]
     out = [f'<p class="note">Written by tokpipe {_e(__version__)}. Each size trained with tokpipe.train_'
            f"{_e(sweep.model)}'s defaults, then evaluated on the held-out documents.</p>",
            "<h2>Trained sizes</h2>", table(["asked", "trained", "training s", "note"], rows, wrap=(3,))]
@@ -165,16 +168,20 @@ def sweep_page(sweep: Sweep, title: str | None = None) -> str:
     if evaluation is None:
         return page(title, "".join(out) + '<p class="note">No size could be trained.</p>')
     trained = [p for p in sweep.points if p.name is not None]
-    groups = [g for g in evaluation.groups if g != ALL]
+    # Without a grouping, groups holds ALL alone; with one, a real group may be called "all".
+    groups = list(evaluation.groups) if evaluation.by else []
     # One colour per line: the largest groups are drawn, every group is in the tables below.
     drawn = groups[:len(charts.PALETTE) - 1]
     series: list[tuple[str, dict[str, Metrics]]] = [("all documents", evaluation.overall)]
     series += [(g, evaluation.per_group[g]) for g in drawn]
     colors = list(charts.PALETTE[:len(series)])
-    ticks = [float(p.asked) for p in trained]
+    # At the size trained, which can differ from the size asked (a small corpus runs out of
+    # pieces; WordPiece's alphabet alone may be larger than asked).
+    ticks = [float(p.vocab_size or p.asked) for p in trained]
 
     def curves(value: str) -> list[charts.Curve]:
-        return [charts.Curve(label, [(float(p.asked), getattr(by_name[p.name], value)) for p in trained], color)
+        return [charts.Curve(label, [(float(p.vocab_size or p.asked), getattr(by_name[p.name], value))
+                                     for p in trained], color)
                 for (label, by_name), color in zip(series, colors)]
 
     key = legend([(label, color) for (label, _), color in zip(series, colors)])

@@ -71,6 +71,17 @@ class SweepPoint:
     #: The tokenizer's name in :attr:`Sweep.evaluation` (``8k``); None if it failed.
     name: str | None
 
+    @property
+    def note(self) -> str:
+        """Why the size trained is not the size asked, in words ("" when it is)."""
+        if self.error:
+            return f"not trained: {self.error}"
+        if self.vocab_size is None or self.vocab_size == self.asked:
+            return ""
+        if self.vocab_size < self.asked:
+            return f"trained {self.vocab_size:,}, smaller than asked: the corpus ran out of pieces"
+        return f"trained {self.vocab_size:,}, larger than asked: the alphabet and special tokens alone need more"
+
 
 @dataclass(frozen=True)
 class Sweep:
