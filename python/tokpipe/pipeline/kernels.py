@@ -26,7 +26,7 @@ __all__ = ["arrow_strings", "list_buffers", "numpy_of", "arrow_of", "repeat_stri
            "blocklist_counts", "c4_quality", "C4Rewrite", "c4_badwords", "fineweb_stats", "FINEWEB_STATS",
            "word_counts", "gopher_quality_stats", "gopher_repetition_stats", "PII_TYPES", "pii_find", "pii_scrub",
            "PiiScrub", "fasttext_prepare", "fasttext_scores", "MINHASH_REPRESENTATIVES", "minhash_optimal_params",
-           "LshIndex", "lsh_index"]
+           "LshIndex", "lsh_index", "DecontIndex", "decont_index", "decont_add", "decont_scan", "url_verdicts"]
 
 
 def arrow_strings(column: pa.Array | pa.ChunkedArray) -> tuple[tuple[object, object], int, bool]:
@@ -361,3 +361,67 @@ def fasttext_scores(model: _core.FastTextModel, column: pa.Array | pa.ChunkedArr
     the rows are raw text, put in the model's one-line form first."""
     strings, _, _ = arrow_strings(column)
     return np.frombuffer(model.quality_scores(strings, positive, prepare, max_chars), dtype="<f8")
+
+
+#: The compiled rules of a ``url_filter`` stage (``tokpipe_core::text::urls::UrlRules``).
+UrlRules = _core.UrlRules
+
+
+def url_rules(lists: dict[str, tuple[list[str], list[str]]], block_url_patterns: Sequence[str],
+              soft_word_threshold: int) -> UrlRules:
+    """The rules of ``lists``: per list name (``block_domains``, ``allow_domains``,
+    ``block_urls``, ``banned_words``, ``banned_subwords``, ``soft_banned_words``), its
+    (entries, files); the files are read in Rust, without the GIL."""
+    def get(key: str) -> tuple[list[str], list[str]]:
+        return lists.get(key, ([], []))
+
+    return _core.UrlRules(*get("block_domains"), *get("allow_domains"), *get("block_urls"), list(block_url_patterns),
+                          get("banned_words")[0], get("banned_subwords")[0], get("soft_banned_words")[0],
+                          soft_word_threshold)
+
+
+def url_verdicts(rules: UrlRules, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """One verdict code per row of a URL column (null rows read as empty: missing), uint8;
+    the codes are ``tokpipe_core::text::urls::UrlVerdict``'s."""
+    strings, _, _ = arrow_strings(column)
+    return np.frombuffer(rules.decide(strings), dtype=np.uint8)
+
+
+#: The n-gram index of the ``decontaminate`` stage (``tokpipe_core::text::decont``).
+DecontIndex = _core.DecontIndex
+
+
+def decont_index(n: int, min_words: int) -> DecontIndex:
+    """An empty decontamination index of ``n``-grams of normalised words; a record of
+    ``min_words`` to ``n - 1`` words is indexed whole."""
+    return _core.DecontIndex(n, min_words)
+
+
+class DecontAdded(NamedTuple):
+    records: int
+    #: Records indexed (at least ``min_words`` words).
+    usable: int
+    #: Records of fewer than ``min_words`` words (but some), skipped.
+    short: int
+    #: Records without a word, skipped.
+    empty: int
+    #: n-gram keys new to the index.
+    ngrams: int
+
+
+def decont_add(index: DecontIndex, benchmark: int, column: pa.Array | pa.ChunkedArray) -> DecontAdded:
+    """Adds each row of a string column as a record of benchmark number ``benchmark``."""
+    strings, _, _ = arrow_strings(column)
+    return DecontAdded(*index.add(benchmark, strings))
+
+
+def decont_scan(index: DecontIndex, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Each row's first match in the index (null rows read as empty text): the benchmark's
+    number (int64, -1 for none) and the matching n-gram's normalised words (a
+    ``large_string`` array, null for none)."""
+    strings, rows, _ = arrow_strings(column)
+    ids, offsets, data = index.scan(strings)
+    benchmark = np.frombuffer(ids, dtype="<u4").astype(np.int64) - 1
+    valid = pa.py_buffer(np.packbits(benchmark >= 0, bitorder="little"))
+    ngrams = pa.LargeStringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data), valid)
+    return benchmark, ngrams

@@ -5,6 +5,7 @@
 //! Rust. The typed, documented Python API is `python/tokpipe`, which wraps these classes.
 
 mod arrow_c;
+mod decont;
 mod errors;
 mod fasttext;
 mod gate;
@@ -19,6 +20,7 @@ mod text_stats;
 mod tokenizer;
 mod tokens;
 mod trainers;
+mod urls;
 
 use pyo3::prelude::*;
 
@@ -38,5 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pii::register(m)?;
     readers::register(m)?;
     tokens::register(m)?;
+    urls::register(m)?;
+    decont::register(m)?;
     Ok(())
 }

@@ -19,6 +19,7 @@ import importlib
 
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.base import REGISTRY, Stage
+from tokpipe.pipeline.stages.decontaminate import Decontaminate
 from tokpipe.pipeline.stages.dedup import ExactDedup
 from tokpipe.pipeline.stages.length import LengthFilter
 from tokpipe.pipeline.stages.language import LanguageFilter
@@ -32,11 +33,12 @@ from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQua
 from tokpipe.pipeline.stages.quality_gopher import GopherQuality, GopherRepetition
 from tokpipe.pipeline.stages.text_stats import Blocklist, TextStats
 from tokpipe.pipeline.stages.tokenize import Tokenize
+from tokpipe.pipeline.stages.url_filter import UrlFilter
 
 __all__ = ["Normalize", "LengthFilter", "ExactDedup", "MinhashDedup", "ParagraphDedup", "C4Quality", "C4BadWords",
            "FineWebQuality", "GopherQuality", "GopherRepetition", "TextStats", "Blocklist", "LanguageFilter", "Perplexity",
-           "Pii", "QualityClassifierFilter", "Tokenize", "registered_stages", "stage_class", "resolve_stage",
-           "adopt_stage"]
+           "Pii", "QualityClassifierFilter", "Tokenize", "UrlFilter", "registered_stages", "stage_class", "resolve_stage",
+           "adopt_stage", "Decontaminate"]
 
 #: Stage classes this process was handed by the run, by the config's ``type``: a worker
 #: process's, which it could not import (``engines.shipping``). Looked up first.

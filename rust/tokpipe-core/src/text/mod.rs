@@ -5,6 +5,7 @@
 pub mod blocklist;
 pub mod c4;
 pub mod chars;
+pub mod decont;
 mod en_special;
 pub mod en_words;
 pub mod encode;
@@ -15,6 +16,7 @@ pub mod keys;
 pub mod lines;
 pub mod paragraphs;
 pub mod stats;
+pub mod urls;
 pub mod words;
 
 use crate::error::{Error, Result};
