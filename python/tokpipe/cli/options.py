@@ -13,7 +13,7 @@ import click
 
 from tokpipe.errors import TokpipeError
 
-__all__ = ["TOKENIZER_FILES", "LOCATION", "EXISTING_FILE", "OUTPUT_FILE", "EXISTING_FOLDER", "LocationType", "tokenizer_option", "workers_option",
+__all__ = ["F", "TOKENIZER_FILES", "LOCATION", "EXISTING_FILE", "OUTPUT_FILE", "EXISTING_FOLDER", "LocationType", "tokenizer_option", "workers_option",
            "threads_option", "corpus_options", "storage_options", "staging_dir_option", "keep_staging_option",
            "parse_size"]
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
 from tokpipe import storage
 from tokpipe.cli.app import UsageError, cli, friendly_errors
 from tokpipe.cli.display import print_summary, shown_path
-from tokpipe.cli.options import LOCATION, OUTPUT_FILE, LocationType, corpus_options
+from tokpipe.cli.options import LOCATION, OUTPUT_FILE, F, LocationType, corpus_options
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.presegment import PRE_SEGMENTERS
 from tokpipe.train import (
@@ -28,8 +28,6 @@ from tokpipe.train import (
 
 if TYPE_CHECKING:
     from tokpipe.tokenizer import Tokenizer
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 def hf_dir_option(command: F) -> F:
     """``--hf-dir`` and ``--model-max-length``, the same on every train-* command (so ``tokpipe

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import CORPORA, load_documents
+from tests.pipeline.stages.test_text_stats import is_alnum, words_of
 from tokpipe.errors import ConfigError
 from tokpipe.pipeline.base import REASON
 from tokpipe.pipeline.config import parse_config
@@ -25,34 +25,11 @@ from tokpipe.pipeline.stages.decontaminate import CONTAMINATED_BY, CONTAMINATED_
 
 # --- The reference, from the module's documentation --------------------------------------------
 
-CJK_BLOCKS = [(0x3005, 0x3007), (0x303B, 0x303B), (0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF),
-              (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3FFFF)]
-CJK_STOPS = "。！？｡"
-
-
-def is_alnum(c: str) -> bool:
-    return unicodedata.category(c)[0] in "LN"
-
-
-def is_cjk(c: str) -> bool:
-    return ord(c) >= 0x3005 and any(lo <= ord(c) <= hi for lo, hi in CJK_BLOCKS) and is_alnum(c)
-
 
 def normalised_words(text: str) -> list[str]:
-    """Script-aware words, each reduced to its letters and numbers, lower-cased per character."""
-    words = []
-    for token in text.split():
-        piece = ""
-        for c in token + " ":  # the space flushes the last piece
-            if is_cjk(c) or c in CJK_STOPS or c == " ":
-                if any(is_alnum(x) for x in piece):
-                    words.append("".join(x.lower() for x in piece if is_alnum(x)))
-                piece = ""
-                if is_cjk(c):
-                    words.append(c.lower())
-            else:
-                piece += c
-    return words
+    """Script-aware words (text_stats' reference splitter), each reduced to its letters and
+    numbers, lower-cased per character."""
+    return ["".join(c.lower() for c in word if is_alnum(c)) for word in words_of(text)]
 
 
 class Reference:

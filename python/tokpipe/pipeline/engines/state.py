@@ -40,6 +40,9 @@ in the manifest: ``run`` holds the digest of the run's identity (:func:`identity
 finished (:meth:`RunState.finished_manifest`) and redoes nothing unless an input changed
 since (:meth:`RunState.check_inputs`), and a removal cut short by a crash is completed by that
 rerun.
+
+Why one module of over 500 lines: the layout above belongs to one module (the guide's rule),
+and the commit markers, the resume checks and the staging removal all read it.
 """
 
 from __future__ import annotations
