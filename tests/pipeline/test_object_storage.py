@@ -313,3 +313,16 @@ def test_json_lines_shards_in_a_bucket_are_the_local_bytes(corpus: Path, bucket:
     assert theirs == local_files(tmp_path / "local")
     verified = cli("stats", "--verify", f"s3://{bucket}/out")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_per_stage_rejected_folders_in_a_bucket_are_the_local_bytes(corpus: Path, bucket: str,
+                                                                    tmp_path: Path) -> None:
+    source = upload(corpus, bucket, "in")
+    for out in (f"s3://{bucket}/by-stage", str(tmp_path / "local")):
+        done = cli("clean", source, "-o", out, "--rejected-by-stage", "--shard-size", "20KB", "-q")
+        assert done.returncode == 0, done.stderr
+    theirs = remote_files(f"s3://{bucket}/by-stage")
+    assert {name.split("/")[1] for name in theirs if name.startswith("rejected/")} == {"length_filter", "exact_dedup"}
+    assert theirs == local_files(tmp_path / "local")
+    verified = cli("stats", "--verify", f"s3://{bucket}/by-stage")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -31,6 +31,9 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("--output-format", default="parquet", show_default=True, metavar="FORMAT",
               help="Format of the kept and rejected shards: parquet (zstd), jsonl, jsonl.gz or jsonl.zst "
                    "(one JSON object per line; same manifest, resume and --verify).")
+@click.option("--rejected-by-stage", is_flag=True,
+              help="Write each stage's rejected documents to a folder of its own, rejected/STAGE/ (STAGE: the "
+                   "stage's type, -2, -3... for a type met again), to sample one stage's drops.")
 @click.option("--task-size", default="64MB", show_default=True,
               help="Split plain .jsonl (and line-split .txt) files bigger than this into tasks of about this size; "
                    "tasks are the unit of parallel work and of resume.")
@@ -54,8 +57,8 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
 @friendly_errors
 def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str | None, workers: int | None,
-                  shard_size: str, output_format: str, task_size: str, text_field: str, id_field: str, split: str,
-                  strict: bool, overwrite: bool,
+                  shard_size: str, output_format: str, rejected_by_stage: bool, task_size: str, text_field: str,
+                  id_field: str, split: str, strict: bool, overwrite: bool,
                   staging_dir: str | None, keep_staging: bool, engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
     """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet
     (or JSON Lines: --output-format).
@@ -110,7 +113,7 @@ def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str 
                               workers=workers or os.cpu_count() or 1, shard_size=parse_size(shard_size),
                               strict=strict, overwrite=overwrite, text_field=text_field, id_field=id_field,
                               split=split, task_bytes=parse_size(task_size), output_format=output_format,
-                              staging_dir=staging_dir, keep_staging=keep_staging)
+                              rejected_by_stage=rejected_by_stage, staging_dir=staging_dir, keep_staging=keep_staging)
     except (CorpusError, ConfigError) as e:
         # Usage, exit 2: a missing input, no input files, a config or an output folder that
         # does not fit (OutputConflictError: another run there). Checked before any work.

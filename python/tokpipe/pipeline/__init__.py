@@ -60,7 +60,8 @@ def run(inputs: Sequence[str | os.PathLike[str]] | Any, out_dir: str | os.PathLi
     a YAML/TOML file, or None for the default pipeline. ``options`` are
     :class:`tokpipe.pipeline.engines.RunOptions` fields (``workers``, ``shard_size``,
     ``strict``, ``overwrite``, ``output_format``: ``"parquet"``, ``"jsonl"``, ``"jsonl.gz"`` or
-    ``"jsonl.zst"``; ``keep_staging``: keep the staging once the run succeeded) plus reader
+    ``"jsonl.zst"``; ``keep_staging``: keep the staging once the run succeeded;
+    ``rejected_by_stage``: each stage's drops in ``rejected/STAGE/``) plus reader
     options (``text_field``, ``id_field``, ``split``).
     ``progress``, if given, is called with a :class:`tokpipe.pipeline.engines.ProgressUpdate`
     as each phase advances, and a few times a second in between (from a thread of the run,
@@ -155,7 +156,8 @@ def apply(data: Any, config: Config = None, *, rejected: bool = False, workers: 
     from tokpipe.pipeline.engines import LocalExecutor
     from tokpipe.pipeline.memory import check_data, stage
 
-    pointless = sorted(set(options) & {"output_format", "staging_dir", "overwrite", "keep_staging"})
+    pointless = sorted(set(options) & {"output_format", "staging_dir", "overwrite", "keep_staging",
+                                       "rejected_by_stage"})
     if pointless:
         raise InvalidArgumentError(f"apply() returns tables and keeps no folder: {', '.join(pointless)} is run()'s")
     parsed, reader, run_options = _prepare(config, {**options, "workers": workers})
@@ -248,7 +250,8 @@ def open_dataset(out_dir: str | os.PathLike[str], rejected: bool = False) -> Any
     ``pyarrow.dataset.Dataset``, from the shards its manifest lists (a folder or a URL).
 
     The kept shards are alone in ``out_dir/data`` (``pyarrow.dataset.dataset`` opens that
-    folder as it is, and ``out_dir/rejected``); HF users can call
+    folder as it is, and ``out_dir/rejected``, or one stage's ``out_dir/rejected/STAGE`` of a
+    run with ``rejected_by_stage``); HF users can call
     ``datasets.load_dataset(out_dir)`` (and ``(out_dir, "rejected")``), which reads the dataset
     card the run writes. This reads the manifest's list, which also covers a folder written by
     an older tokpipe (shards in ``out_dir`` itself).

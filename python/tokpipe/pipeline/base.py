@@ -176,6 +176,13 @@ class Stage:
         """The parameters this stage was built with (as a config would give them)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
+    def pinned_params(self) -> dict[str, Any]:
+        """Parameters whose value this stage resolved from the machine it was built on (the
+        ``language`` stage's ``backend: auto``), as they resolved. ``parse_config`` records them
+        in the config: every worker then builds the same stage, and a resume where they would
+        resolve otherwise is refused as another config instead of mixing two results."""
+        return {}
+
     def may_reject(self) -> bool:
         """Whether this stage, with these parameters, can drop documents. Only config checks
         ask (see ``config_warnings``); the default is yes, since a stage that says nothing

@@ -131,10 +131,12 @@ def parse_config(data: Any, source: str = "config") -> PipelineConfig:
             raise ConfigError(f"{where} ({name}): {e}") from None
         spec = StageSpec(name, params)
         try:
-            built.append(spec.build())  # constructors validate their values
+            stage = spec.build()  # constructors validate their values
         except (TokpipeError, TypeError, ValueError) as e:
             raise ConfigError(f"{where} ({name}): {e}") from None
-        specs.append(spec)
+        built.append(stage)
+        pinned = stage.pinned_params()  # (see Stage.pinned_params)
+        specs.append(StageSpec(name, {**params, **pinned}) if pinned else spec)
     # Checks of a stage's place among the others (a `pii` stage after stages that drop
     # documents, say): the config runs, so they warn instead of failing.
     for n, stage in enumerate(built):

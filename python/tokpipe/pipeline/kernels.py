@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +23,10 @@ from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 __all__ = ["arrow_strings", "list_buffers", "numpy_of", "arrow_of", "repeat_string", "exact_dedup_keys",
            "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities", "paragraph_keys",
            "paragraph_drop_lines", "paragraph_decide", "ParagraphDecision", "TEXT_STATS_FEATURES", "text_stats",
+           "sentence_keys", "sentence_decide", "SentenceDecision", "sentence_filter",
            "blocklist_counts", "c4_quality", "C4Rewrite", "c4_badwords", "fineweb_stats", "FINEWEB_STATS",
            "word_counts", "gopher_quality_stats", "gopher_repetition_stats", "PII_TYPES", "pii_find", "pii_scrub",
-           "PiiScrub", "fasttext_prepare", "fasttext_scores", "MINHASH_REPRESENTATIVES", "minhash_optimal_params",
+           "PiiScrub", "fasttext_prepare", "fasttext_scores", "load_fasttext_model", "MINHASH_REPRESENTATIVES", "minhash_optimal_params",
            "LshIndex", "lsh_index", "DecontIndex", "decont_index", "decont_add", "decont_scan", "url_verdicts"]
 
 
@@ -177,19 +178,25 @@ def paragraph_keys(column: pa.Array | pa.ChunkedArray) -> pa.Array:
                                             [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)])
 
 
-def paragraph_drop_lines(column: pa.Array | pa.ChunkedArray, flags: pa.Array) -> pa.Array:
-    """Each row without the lines whose flag (one byte per line, in ``flags``, a binary
-    column) is 1; the column keeps its type."""
-    strings, rows, _ = arrow_strings(column)
+def _flag_buffers(flags: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, Any]:
+    """A binary column of per-unit flag bytes as (its row offsets, int32; its data buffer, or
+    ``b""`` when it has none), without copying the flags."""
     if isinstance(flags, pa.ChunkedArray):
         flags = flags.combine_chunks()
     if not pa.types.is_binary(flags.type):
         flags = flags.cast(pa.binary())
-    _, flag_offsets, flag_data = flags.buffers()
-    flag_offsets_np = np.frombuffer(flag_offsets, dtype=np.int32)[flags.offset: flags.offset + len(flags) + 1] \
-        if flag_offsets is not None else np.zeros(1, dtype=np.int32)
-    text, text_offsets = _core.paragraph_drop_lines(strings, flag_offsets_np,
-                                                    flag_data if flag_data is not None else b"")
+    _, offsets, data = flags.buffers()
+    offsets_np = np.frombuffer(offsets, dtype=np.int32)[flags.offset: flags.offset + len(flags) + 1] \
+        if offsets is not None else np.zeros(1, dtype=np.int32)
+    return offsets_np, data if data is not None else b""
+
+
+def paragraph_drop_lines(column: pa.Array | pa.ChunkedArray, flags: pa.Array) -> pa.Array:
+    """Each row without the lines whose flag (one byte per line, in ``flags``, a binary
+    column) is 1; the column keeps its type."""
+    strings, rows, _ = arrow_strings(column)
+    flag_offsets_np, flag_data = _flag_buffers(flags)
+    text, text_offsets = _core.paragraph_drop_lines(strings, flag_offsets_np, flag_data)
     out = pa.LargeStringArray.from_buffers(rows, pa.py_buffer(text_offsets), pa.py_buffer(text))
     if isinstance(column, pa.ChunkedArray):
         return out.cast(column.type)
@@ -223,6 +230,49 @@ def paragraph_decide(keys: np.ndarray, lines: np.ndarray) -> ParagraphDecision:
     drop, emptied, paragraphs, removed, removed_bytes = _core.paragraph_decide(keys, lines)
     return ParagraphDecision(np.frombuffer(drop, dtype=np.uint8), np.frombuffer(emptied, dtype=np.uint8).astype(bool),
                              paragraphs, removed, removed_bytes)
+
+
+def sentence_keys(column: pa.Array | pa.ChunkedArray, n: int, splitter: str) -> pa.Array:
+    """Per row, one 12-byte key per sentence (``splitter``: ``en`` or ``cjk``): the hash of
+    the ``n``-sentence span starting there (u64, 0 for none) and the sentence's length in bytes
+    (u32), as a ``large_binary`` value."""
+    strings, rows, _ = arrow_strings(column)
+    keys, key_offsets = _core.sentence_keys(strings, n, splitter)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), rows,
+                                            [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)])
+
+
+class SentenceDecision(NamedTuple):
+    #: Per sentence of every document, in order: 1 to remove it (a span seen earlier holds it).
+    drop: np.ndarray
+    #: Per document: whether some sentence of it is removed.
+    touched: np.ndarray
+    sentences: int
+    spans_removed: int
+    sentences_removed: int
+    removed_bytes: int
+
+
+def sentence_decide(keys: np.ndarray, counts: np.ndarray, n: int) -> SentenceDecision:
+    """Which sentences belong to an ``n``-sentence span seen earlier in the corpus: ``keys``,
+    the 12-byte keys of ``sentence_keys`` of every document back to back (uint8), and
+    ``counts``, each document's number of sentences (uint32)."""
+    drop, touched, sentences, spans, removed, removed_bytes = _core.sentence_decide(keys, counts, n)
+    return SentenceDecision(np.frombuffer(drop, dtype=np.uint8), np.frombuffer(touched, dtype=np.uint8).astype(bool),
+                            sentences, spans, removed, removed_bytes)
+
+
+def sentence_filter(column: pa.Array | pa.ChunkedArray, flags: pa.Array, splitter: str, min_doc_words: int,
+                    min_num_sentences: int) -> tuple[pa.Array, np.ndarray]:
+    """Each row without the sentences whose flag (one byte per sentence, in ``flags``, a
+    binary column) is 1, with the column's type, and per row whether it is kept (datatrove's
+    ``min_doc_words`` / ``min_num_sentences`` rule for a changed document)."""
+    strings, rows, _ = arrow_strings(column)
+    flag_offsets_np, flag_data = _flag_buffers(flags)
+    text, text_offsets, keep = _core.sentence_filter(strings, flag_offsets_np, flag_data, splitter,
+                                                     min_doc_words, min_num_sentences)
+    out = pa.LargeStringArray.from_buffers(rows, pa.py_buffer(text_offsets), pa.py_buffer(text))
+    return out.cast(column.type) if column.type != out.type else out, np.frombuffer(keep, dtype=np.uint8).astype(bool)
 
 
 #: The features of ``text_stats``, in the order the kernel lays them out.
@@ -355,12 +405,27 @@ def fasttext_prepare(column: pa.Array | pa.ChunkedArray, max_chars: int | None) 
     return _strings(rows, out_offsets, out_data, True)
 
 
+def load_fasttext_model(data: bytes, name: str) -> _core.FastTextModel:
+    """A fastText model (``.bin`` or quantized ``.ftz``) read from its bytes; ``name`` is the
+    file named in errors."""
+    return _core.FastTextModel(data, name)
+
+
 def fasttext_scores(model: _core.FastTextModel, column: pa.Array | pa.ChunkedArray, positive: int, prepare: bool,
                     max_chars: int | None) -> np.ndarray:
     """The probability ``model`` gives label ``positive`` for each row (float64); ``prepare``:
     the rows are raw text, put in the model's one-line form first."""
     strings, _, _ = arrow_strings(column)
     return np.frombuffer(model.quality_scores(strings, positive, prepare, max_chars), dtype="<f8")
+
+
+def fasttext_top_labels(model: _core.FastTextModel, column: pa.Array | pa.ChunkedArray,
+                        max_chars: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """fastText's top label of each row's first ``max_chars`` characters, newlines read as
+    spaces: (label index, int32, -1 when none; its probability, float32)."""
+    strings, _, _ = arrow_strings(column)
+    labels, probs = model.top_labels(strings, max_chars)
+    return np.frombuffer(labels, dtype="<i4"), np.frombuffer(probs, dtype="<f4")
 
 
 #: The compiled rules of a ``url_filter`` stage (``tokpipe_core::text::urls::UrlRules``).

@@ -23,8 +23,9 @@
 //! - [`minhash`]: near-duplicate detection (MinHash signatures equal to datasketch's, LSH banding,
 //!   union-find clusters).
 //! - [`pii`]: PII detection (validated detectors) and scrubbing over Arrow string columns.
-//! - [`fasttext`]: fastText supervised classifiers (its model file, its predict) and the
-//!   quality classifier's scores over Arrow string columns.
+//! - [`fasttext`]: fastText supervised classifiers (its model files, `.bin` and quantized
+//!   `.ftz`, and its predict): the quality classifier's scores and the `language` stage's
+//!   labels over Arrow string columns.
 //! - [`lm`]: KenLM-compatible n-gram language models (training, ARPA, scoring).
 //! - [`tokens`]: token-id lists as Arrow list buffers (the gathers of tokenize's shuffle).
 //! - [`packed_parquet`]: the Parquet writer of tokenize's packed rows (fixed-width token rows).

@@ -16,6 +16,7 @@ mod minhash;
 mod pii;
 mod quality;
 mod readers;
+mod sentences;
 mod text_stats;
 mod tokenizer;
 mod tokens;
@@ -42,5 +43,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tokens::register(m)?;
     urls::register(m)?;
     decont::register(m)?;
+    sentences::register(m)?;
     Ok(())
 }

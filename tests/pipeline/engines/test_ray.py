@@ -159,3 +159,15 @@ def test_pii_scrubs_what_earlier_stages_rejected_on_ray_as_locally(local_ray: No
         "too_short": (expected_id(people[0]["alt"]), None),
         "duplicate": (expected_id(people[3]["alt"]), expected_id(people[0]["email"]))}
     assert {r["id"] for r in kept} == {expected_id(p["email"]) for p in people}
+
+
+def test_per_stage_rejected_folders_on_ray_are_the_local_engines(local_ray: None, corpus: Path,
+                                                                 tmp_path: Path) -> None:
+    """The engines share the pack step: with rejected_by_stage, the same files, byte for byte."""
+    for engine in ("local", "ray"):
+        pipeline.run([corpus], tmp_path / engine, config=CONFIG, workers=2, engine=engine, rejected_by_stage=True)
+    local = sorted(p.relative_to(tmp_path / "local").as_posix() for p in (tmp_path / "local").glob("rejected/*/*"))
+    assert {name.split("/")[1] for name in local} == {"exact_dedup", "gopher_quality", "minhash_dedup"}
+    assert local == sorted(p.relative_to(tmp_path / "ray").as_posix() for p in (tmp_path / "ray").glob("rejected/*/*"))
+    for name in local:
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name

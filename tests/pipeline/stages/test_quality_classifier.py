@@ -222,14 +222,15 @@ def test_unusable_fasttext_files_are_refused(model_file: Path, variants: dict[st
         load_quality_classifier(packed("cut.bin", blob[: len(blob) // 2]))
     with pytest.raises(ConfigError, match="wrong magic"):
         load_quality_classifier(packed("text.bin", b"not a model at all"))
-    # fastText's own quantized form (.ftz): a product-quantized matrix tokpipe does not read.
-    # (The smallest model, a copy of its own: quantizing changes it.)
+    # fastText's own quantized form (.ftz), product-quantized, is read (issue 25) and scores as
+    # fastText scores it. (The smallest model, a copy of its own: quantizing changes it.)
     model = QualityClassifier(variants["words"].classifier.blob, meta).model
     model.quantize(qnorm=True, cutoff=0)
     quantized = tmp_path / "quantized.ftz"
     model.save_model(str(quantized))
-    with pytest.raises(ConfigError, match="quantized fastText models"):
-        load_quality_classifier(packed("quantized.bin", quantized.read_bytes()))
+    loaded = load_quality_classifier(packed("quantized.bin", quantized.read_bytes()))
+    lines = ["the cat sat on the mat", "吾輩は猫である", "of of of and", "", "qzxv ü ß"]
+    assert np.abs(loaded.score_prepared(lines) - fasttext_scores(model, lines)).max() <= 1e-6
 
 
 def test_roc_auc_counts_pairs() -> None:

@@ -192,7 +192,9 @@ def test_text_stats_config_and_errors():
     config = parse_config({"stages": [{"type": "text_stats", "max_hash_word_ratio": 0.1}]})
     params = config.to_dict()["stages"][0]
     assert params["max_hash_word_ratio"] == 0.1 and params["min_words"] is None
-    assert len(params) == 1 + 2 * len(FEATURES)
+    # type, every feature's two bounds, and the per-language options (language, languages)
+    assert len(params) == 1 + 2 * len(FEATURES) + 2
+    assert params["language"] is None and params["languages"] is None
     with pytest.raises(ConfigError, match="no parameter 'max_word_ratio'"):
         parse_config({"stages": [{"type": "text_stats", "max_word_ratio": 0.1}]})
     with pytest.raises(InvalidArgumentError):

@@ -118,6 +118,32 @@ def test_a_run_that_rejected_nothing_advertises_no_rejected_config() -> None:
     assert [line for line in section(with_rejected, "Files") if "rejected/" in line]
 
 
+def test_a_run_with_rejected_by_stage_has_a_config_for_all_rejected_rows_and_one_per_stage() -> None:
+    """The manifest's rejected entries name their stage folder: ``rejected`` then covers the
+    folders (``rejected/part-*`` would match nothing), and each folder gets a config."""
+    def entry(path: str, stage: str) -> dict[str, Any]:
+        return {"path": path, "rows": 1, "bytes": 10, "sha256": "0" * 64, "stage": stage}
+
+    manifest = {"format": "tokpipe-dataset", "inputs": ["in.jsonl"], "errors": 0,
+                "shards": [{**entry("data/part-00000-00000.jsonl", ""), "rows": 3}],
+                "rejected": [entry("rejected/length_filter/part-00000-00000.jsonl", "length_filter"),
+                             entry("rejected/exact_dedup/part-00000-00000.jsonl", "exact_dedup"),
+                             entry("rejected/exact_dedup/part-00001-00000.jsonl", "exact_dedup")],
+                "totals": {"rows": 3, "bytes": 10, "rejected_rows": 3},
+                "stats": {"read": {"in": 6, "kept": 6}, "length_filter": {"in": 6, "kept": 5, "dropped_too_short": 1},
+                          "exact_dedup": {"in": 5, "kept": 3, "dropped_duplicate": 2}}}
+    card = clean_card(manifest, ".jsonl")
+    assert header(card)["configs"] == [
+        {"config_name": "default", "data_files": "data/part-*.jsonl"},
+        {"config_name": "rejected", "data_files": "rejected/*/part-*.jsonl"},
+        {"config_name": "rejected-exact_dedup", "data_files": "rejected/exact_dedup/part-*.jsonl"},
+        {"config_name": "rejected-length_filter", "data_files": "rejected/length_filter/part-*.jsonl"}]
+    assert 'load_dataset("path/to/this/folder", "rejected-exact_dedup", split="train")' in card
+    assert [line for line in section(card, "Files") if "rejected/" in line] == [
+        "- `rejected/STAGE/part-*.jsonl`: the documents each stage dropped, one folder a stage (`exact_dedup`, "
+        "`length_filter`), with `reason`, `stage` and `duplicate_of`."]
+
+
 def test_the_tokens_card_gives_the_tokenizer_options_and_splits(tmp_path: Path) -> None:
     records = corpus_records()
     corpus = tmp_path / "in.jsonl"

@@ -15,7 +15,8 @@ resumes the run's state (``engines.state``), :meth:`Executor.pending` and
 :meth:`Executor.run` is ``tokpipe clean``: the stage list is cut at each global stage
 (``exact_dedup``...) into segments; each segment runs per task, in parallel; between segments
 a global stage decides once, over the keys of every task (``engines.decide``); a last pack
-step writes the final shards (``OUT/data``, ``OUT/rejected``), then the merged stats,
+step writes the final shards (``OUT/data``, ``OUT/rejected``, or with ``rejected_by_stage``
+``OUT/rejected/STAGE``), then the merged stats,
 ``errors.jsonl``, the dataset card (``writers.card``) and the manifest, after which the
 staging is removed unless ``keep_staging`` (``RunState.remove_staging``). A rerun of a run
 finished so redoes nothing (:attr:`Executor.finished`). The manifest's ``wall_seconds`` is the
@@ -47,16 +48,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokpipe.errors import OutputConflictError, PipelineError
+from tokpipe.errors import InvalidArgumentError, OutputConflictError, PipelineError
 from tokpipe.pipeline import fs
 from tokpipe.pipeline.base import DecideContext, GlobalStage, StageStats
 from tokpipe.pipeline.config import PipelineConfig
 from tokpipe.pipeline.documents import ID, TEXT
 from tokpipe.pipeline.engines.decide import decide
 from tokpipe.pipeline.engines.lock import RunLock
-from tokpipe.pipeline.engines.state import READ_STATS, RUN_KEY, STATE_DIR, RunState, identity_digest, local_staging
-from tokpipe.pipeline.engines.units import (ParquetStaging, Staging, pack_group, rewriters, run_segment_task,
-                                            segments, task_bytes, task_label)
+from tokpipe.pipeline.engines.state import (READ_STATS, RUN_KEY, STATE_DIR, RunState, identity_digest,
+                                            local_staging, stage_folders)
+from tokpipe.pipeline.engines.units import (STAGED_PLACE, ParquetStaging, Staging, pack_group, rewriters,
+                                            run_segment_task, segments, task_bytes, task_label)
 from tokpipe.pipeline.engines.workers import disk_full_in_one_line
 from tokpipe.pipeline.fields import union_schema
 from tokpipe.pipeline.readers import ReaderOptions, Task, plan_tasks
@@ -104,9 +106,17 @@ class RunOptions:
     #: ``tokpipe tokenize`` with other write options (or of ``clean`` with another
     #: ``--shard-size``) rewrites the output from it without redoing the work.
     keep_staging: bool = False
+    #: Each stage's rejected documents in a folder of its own, ``OUT/rejected/STAGE/``
+    #: (``--rejected-by-stage``; ``state.stage_folders`` names them), instead of all of them
+    #: in ``OUT/rejected/``: one stage's drops can then be sampled alone.
+    rejected_by_stage: bool = False
 
     def __post_init__(self) -> None:
-        check_output_format(self.output_format)  # refused before any work, as a bad config is
+        # Refused before any work, as a bad config is.
+        check_output_format(self.output_format)
+        if not isinstance(self.rejected_by_stage, bool):
+            raise InvalidArgumentError(f"rejected_by_stage must be true or false, got "
+                                       f"{str(self.rejected_by_stage)[:100]!r}")
 
 
 @dataclass
@@ -263,6 +273,10 @@ class Executor:
             # Another format is another output: a resume with another one is refused as another
             # config is. (Absent for Parquet, so that runs begun before the option resume.)
             identity["output_format"] = self.options.output_format
+        if self.options.rejected_by_stage:
+            # Another layout of rejected/, and staged rejected documents that carry their
+            # stage's place: a resume without the option is refused as another format is.
+            identity["rejected_by_stage"] = True
         return identity
 
     def _start_or_resume(self) -> list[Task]:
@@ -332,8 +346,8 @@ class Executor:
         reader["strict"] = self.options.strict
         sizes = self.state.input_sizes()
         return [WorkUnit(run_segment_task, (self.state, k, t, (documents, spec(global_spec)), previous_global, reader,
-                                            staging, first, self._rewriters), task_label(t),
-                         task_bytes(t, sizes.get(t.path)))
+                                            staging, first, self._rewriters, self.options.rejected_by_stage),
+                         task_label(t), task_bytes(t, sizes.get(t.path)))
                 for t in tasks]
 
     # -- tokpipe clean.
@@ -372,6 +386,7 @@ class Executor:
         # has its packed groups redone into OUT/data (its shards there are stale shards).
         self.state.begin_pack({"workers": workers, "shard_size": self.options.shard_size, "layout": DATA_DIR})
         kept_schema, rejected_schema = self._output_schemas(tasks)
+        folders = stage_folders([s.type for s in self.config.stages]) if self.options.rejected_by_stage else None
         groups = [g for g in np.array_split(np.array([t.index for t in tasks], dtype=int), workers)]
         units = []
         for w, group in enumerate(groups):
@@ -381,7 +396,7 @@ class Executor:
             self.state.remove_group_shards(w)
             units.append(WorkUnit(pack_group, (self.state, w, group.tolist(), len(self.segments),
                                                self.options.shard_size, kept_schema, rejected_schema,
-                                               self.options.output_format),
+                                               self.options.output_format, folders),
                                   f"the final shards of worker group {w}"))
         self.map("writing shards", units)
         self.state.remove_shards_past(workers)
@@ -398,7 +413,8 @@ class Executor:
         for t in tasks:
             for k in range(len(self.segments)):
                 summary = self.state.summary(k, t.index)
-                rejected += [fs.read_schema(path) for path in self.state.staged_files(k, summary, "rejected")]
+                rejected += [_without(fs.read_schema(path), STAGED_PLACE)
+                             for path in self.state.staged_files(k, summary, "rejected")]
                 if k == last:
                     kept += [fs.read_schema(path) for path in self.state.staged_files(k, summary, "kept")]
         base = [pa.field(ID, pa.string()), pa.field(TEXT, pa.string())]
@@ -447,6 +463,12 @@ class Executor:
         wall = manifest.get("wall_seconds")
         return RunResult(self.out, stats, shards, rejected, errors if isinstance(errors, int) else 0, 0,
                          float(wall) if isinstance(wall, (int, float)) else None)
+
+
+def _without(schema: pa.Schema, name: str) -> pa.Schema:
+    """``schema`` without its field ``name``, if it has one."""
+    index = schema.get_field_index(name)
+    return schema.remove(index) if index >= 0 else schema
 
 
 def _read_nothing(manifest: dict[str, Any]) -> bool:

@@ -19,6 +19,8 @@
     OUT/.tokpipe/shuffle/             ``tokpipe tokenize``'s spilled key-range buckets
     OUT/data/part-{w:05d}-*.parquet   the kept shards (or .jsonl[.gz|.zst]); OUT/rejected/...,
                                       OUT/errors.jsonl (merged here)
+    OUT/rejected/{stage}/part-{w:05d}-*  with ``rejected_by_stage``: each stage's drops in a
+                                      folder of its own (:func:`stage_folders` names them)
 
 (``{t}`` is the task's number in six digits.) The state folder may live elsewhere than
 ``OUT/.tokpipe`` (``--staging-dir``: on local disk for an output in a bucket, by default), and
@@ -70,7 +72,8 @@ from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.writers import OUTPUT_FORMATS, hash_path, shard_suffix
 from tokpipe.pipeline.writers.manifest import DATA_DIR, ERRORS_NAME, MANIFEST_NAME, REJECTED_DIR
 
-__all__ = ["RunState", "STATE_DIR", "READ_STATS", "RUN_KEY", "Accept", "local_staging", "identity_digest"]
+__all__ = ["RunState", "STATE_DIR", "READ_STATS", "RUN_KEY", "Accept", "local_staging", "identity_digest",
+           "stage_folders"]
 
 #: The state folder in an output folder.
 STATE_DIR = ".tokpipe"
@@ -105,6 +108,22 @@ def identity_digest(identity: dict[str, Any]) -> str:
     """The sha256 of a run's identity (config, inputs, reader options...), as a finished
     run's manifest records it under :data:`RUN_KEY`: a rerun compares it with its own."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def stage_folders(types: Sequence[str]) -> list[str]:
+    """The folder under ``OUT/rejected`` of each stage of a config (``types``: their
+    ``type``, in order) with ``rejected_by_stage``: its type, with anything but letters, digits, ``.``, ``_`` and ``-``
+    made ``_`` (the ``:`` of a class named by its import path); a type met again gets ``-2``,
+    ``-3``... so two stages of one kind keep their drops apart."""
+    folders: list[str] = []
+    for kind in types:
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", kind)
+        name, n = base, 1
+        while name in folders:
+            n += 1
+            name = f"{base}-{n}"
+        folders.append(name)
+    return folders
 
 
 def local_staging(out: Location) -> Location | None:
@@ -483,6 +502,11 @@ class RunState:
     def write_pack(self, worker: int, summary: dict[str, Any]) -> None:
         fs.write_json(self.root / "pack" / f"{worker}.json", summary)
 
+    def rejected_dir(self, stage: str | None = None) -> Location:
+        """Where the final rejected shards go: ``OUT/rejected``, or with ``rejected_by_stage``
+        the folder of one stage (``stage``: one of :func:`stage_folders`) in it."""
+        return self.out / REJECTED_DIR if stage is None else self.out / REJECTED_DIR / stage
+
     def remove_group_shards(self, worker: int) -> None:
         """The final shards a group that did not finish may have left (they are redone)."""
         for stale in self._final_shards(f"part-{worker:05d}-*"):
@@ -495,11 +519,14 @@ class RunState:
                 fs.remove(stale)
 
     def _final_shards(self, pattern: str) -> list[Location]:
-        """The final shards in ``OUT/data`` and ``OUT/rejected`` (and ``OUT``, where an older
-        tokpipe put the kept ones) whose names match ``pattern``, in any output format
-        (``.parquet``, ``.jsonl.gz``...)."""
+        """The final shards in ``OUT/data``, ``OUT/rejected`` and its stage folders (and
+        ``OUT``, where an older tokpipe put the kept ones) whose names match ``pattern``, in any
+        output format (``.parquet``, ``.jsonl.gz``...)."""
         suffixes = tuple(shard_suffix(name) for name in OUTPUT_FORMATS)
-        return [path for folder in (self.out, self.out / DATA_DIR, self.out / REJECTED_DIR)
+        # The stage folders (a shard's name spares the check, a request in a bucket).
+        stages = [entry for entry in fs.listing(self.rejected_dir())
+                  if not entry.name.endswith(suffixes) and fs.is_dir(entry)]
+        return [path for folder in (self.out, self.out / DATA_DIR, self.rejected_dir(), *stages)
                 for path in fs.listing(folder, pattern) if path.name.endswith(suffixes)]
 
     # -- tokpipe tokenize's shuffle.

@@ -5,7 +5,8 @@ that any engine can ship them), and how a unit stages what it writes.
   between two global stages), from its input (the reader, or the previous segment's staged
   documents and the verdicts of the global stage between) to its staged kept and rejected
   documents and its marker.
-* :func:`pack_group`: one worker group's final shards, copied from the staging.
+* :func:`pack_group`: one worker group's final shards, copied from the staging (the rejected
+  ones, with ``rejected_by_stage``, into one folder per stage: ``RunState.rejected_dir``).
 * :class:`Staging`: how a segment task stages its documents; a strategy the caller passes
   in. :class:`ParquetStaging` is ``tokpipe clean``'s; ``tokpipe tokenize`` has its own.
 
@@ -15,7 +16,9 @@ wholly there or redone.
 A document a stage drops is staged in rejected/ as it was then, except that it first goes
 through every later stage that rewrites rejected documents (``Stage.rewrites_rejected``:
 ``pii`` with ``scrub_rejected``, its default), so rejected/ holds no personal data the kept
-shards would not.
+shards would not. With ``rejected_by_stage`` it also carries :data:`STAGED_PLACE`, the place in
+the config of the stage that dropped it (the ``stage`` column names its type, which two stages
+may share), by which the pack step sorts it into that stage's folder.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
@@ -44,14 +48,18 @@ from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, meter, read
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
 from tokpipe.pipeline.readers.parquet import parquet_batches
 from tokpipe.pipeline.writers import JsonlShardWriter, ParquetShardWriter, ShardInfo
-from tokpipe.pipeline.writers.manifest import DATA_DIR, REJECTED_DIR
+from tokpipe.pipeline.writers.manifest import DATA_DIR
 from tokpipe.storage import Location
 
 __all__ = ["run_segment_task", "pack_group", "Staging", "ParquetStaging", "StagingWriter", "staging_writer",
-           "segments", "rewriters", "task_bytes", "task_label", "prefetched", "STAGED_KEY", "STAGING_SHARD"]
+           "segments", "rewriters", "task_bytes", "task_label", "prefetched", "STAGED_KEY", "STAGED_PLACE",
+           "STAGING_SHARD"]
 
 #: The column a segment's kept staging gets for the global stage that ends it: its keys.
 STAGED_KEY = "_tokpipe_key"
+#: The column a staged rejected document gets with ``rejected_by_stage``: the place in the
+#: config's stage list of the stage that dropped it (never written to the final shards).
+STAGED_PLACE = "_tokpipe_place"
 #: Staging shards are per task; this only bounds a file, it is not a unit of work.
 STAGING_SHARD = 1 << 30
 # Staging files are written once and read once: lz4 costs a fraction of zstd's time there.
@@ -169,7 +177,8 @@ def _global_stage(spec: dict[str, Any]) -> GlobalStage:
 
 def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
                      previous_global: dict[str, Any] | None, reader: dict[str, Any], staging: Staging,
-                     first: int = 0, rewriters: Sequence[tuple[int, dict[str, Any]]] = ()) -> dict[str, Any]:
+                     first: int = 0, rewriters: Sequence[tuple[int, dict[str, Any]]] = (),
+                     mark_places: bool = False) -> dict[str, Any]:
     """Segment ``k`` of one task: its input (the reader, or segment k-1 and its verdicts),
     the segment's document stages, and the keys of the global stage that ends it. Batches
     stream through to staging files (``staging``); nothing holds a whole task in memory.
@@ -179,7 +188,8 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
     ``rewriters`` the stages (place, spec) that rewrite the documents rejected before them
     (``Stage.rewrites_rejected``: ``pii`` with ``scrub_rejected``): a document a stage drops
     goes through every such stage placed after that stage, wherever it is in the pipeline,
-    before it is staged in rejected/."""
+    before it is staged in rejected/. ``mark_places`` (``rejected_by_stage``): each staged
+    rejected document gets :data:`STAGED_PLACE`, that stage's place."""
     stage_specs, global_spec = segment
     stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
     later: list[tuple[int, Stage]] = [(place, StageSpec(s["type"], s["params"]).build()) for place, s in rewriters]
@@ -203,7 +213,10 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
             if after > place:
                 batch = rewriter.rewrite_rejected(batch)
         counts["rejected"] += batch.num_rows
-        record("rejected", rejected_writer.write(_with_rejection_columns(batch)))
+        batch = _with_rejection_columns(batch)
+        if mark_places:
+            batch = batch.append_column(STAGED_PLACE, pa.array(np.full(batch.num_rows, place, dtype=np.int32)))
+        record("rejected", rejected_writer.write(batch))
 
     def reject_duplicates(batch: pa.RecordBatch) -> None:
         reject(batch, first - 1)  # the global stage that ended the previous segment
@@ -344,11 +357,15 @@ def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage
 
 
 def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, shard_size: int,
-               kept_schema: pa.Schema, rejected_schema: pa.Schema, output_format: str = "parquet") -> dict[str, Any]:
+               kept_schema: pa.Schema, rejected_schema: pa.Schema, output_format: str = "parquet",
+               stage_folders: Sequence[str] | None = None) -> dict[str, Any]:
     """Worker group ``worker``'s final shards: its tasks' last-segment documents in task
     order (in ``OUT/data``), and every segment's rejected documents (in ``OUT/rejected``),
     each cast to the run's one schema, in ``output_format`` (``writers.OUTPUT_FORMATS``).
-    The shards' names in the summary are relative to their folder."""
+    The shards' names in the summary are relative to their folder. ``stage_folders`` (with
+    ``rejected_by_stage``: each config place's folder, ``state.stage_folders``): the rejected
+    documents go to their stage's folder instead, in the same order, named ``STAGE/part-...``
+    in the summary."""
     last = segments - 1
 
     def staged(kind: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -358,17 +375,54 @@ def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, sh
                     for batch in parquet_batches(fs.parquet_file(path), _PACK_ROWS):
                         yield conform(batch, schema)
 
-    with _final_writer(state.out / DATA_DIR, worker, shard_size, output_format) as kept, \
-            _final_writer(state.out / REJECTED_DIR, worker, shard_size, output_format) as rejected:
-        rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
-                           for info in rejected.write(batch)]
-        rejected_shards += rejected.close()
+    with _final_writer(state.out / DATA_DIR, worker, shard_size, output_format) as kept:
+        if stage_folders is None:
+            with _final_writer(state.rejected_dir(), worker, shard_size, output_format) as rejected:
+                rejected_shards = [info for batch in _row_groups(staged("rejected", rejected_schema), shard_size)
+                                   for info in rejected.write(batch)]
+                rejected_shards += rejected.close()
+        else:
+            rejected_shards = _pack_by_stage(state, worker, staged("rejected", rejected_schema.append(
+                pa.field(STAGED_PLACE, pa.int32()))), stage_folders, shard_size, output_format)
         shards = [info for batch in _row_groups(staged("kept", kept_schema), shard_size) for info in kept.write(batch)]
         shards += kept.close()
     summary = {"worker": worker, "tasks": tasks, "shards": [asdict(s) for s in shards],
                "rejected": [asdict(s) for s in rejected_shards]}
     state.write_pack(worker, summary)
     return summary
+
+
+def _pack_by_stage(state: RunState, worker: int, batches: Iterator[pa.RecordBatch], folders: Sequence[str],
+                   shard_size: int, output_format: str) -> list[ShardInfo]:
+    """The rejected documents of ``batches`` (with :data:`STAGED_PLACE`) written, in their
+    order, to the folder of the stage that dropped them (``folders[place]``); a stage that
+    dropped nothing gets no folder. Returns the shards, named from ``OUT/rejected``."""
+    writers: dict[int, ParquetShardWriter | JsonlShardWriter] = {}
+    groups: dict[int, _RowGroups] = {}
+    shards: list[ShardInfo] = []
+
+    def written(place: int, infos: Sequence[ShardInfo]) -> None:
+        shards.extend(ShardInfo(f"{folders[place]}/{info.name}", info.rows, info.bytes, info.sha256)
+                      for info in infos)
+
+    with ExitStack() as open_writers:
+        for batch in batches:
+            places = batch.column(STAGED_PLACE).to_numpy(zero_copy_only=False)
+            batch = batch.drop_columns([STAGED_PLACE])
+            present = dict.fromkeys(places.tolist())  # each stage's rows go to its own writer
+            for place in present:
+                part = batch if len(present) == 1 else batch.filter(pa.array(places == place))
+                if place not in writers:
+                    writers[place] = open_writers.enter_context(
+                        _final_writer(state.rejected_dir(folders[place]), worker, shard_size, output_format))
+                    groups[place] = _RowGroups(shard_size)
+                for joined in groups[place].add(part):
+                    written(place, writers[place].write(joined))
+        for place in sorted(writers):
+            for joined in groups[place].flush():
+                written(place, writers[place].write(joined))
+            written(place, writers[place].close())
+    return shards
 
 
 def _final_writer(directory: Location, worker: int, shard_size: int,
@@ -384,15 +438,33 @@ def _row_groups(batches: Iterator[pa.RecordBatch], shard_size: int) -> Iterator[
     rows and :data:`MAX_BATCH_TEXT_BYTES` (and no more than a shard, which closes after the
     batch that fills it): each becomes one row group of a final shard, of a good size
     whatever size the staged batches were, and no bigger than the byte budget."""
-    limit = min(MAX_BATCH_TEXT_BYTES, shard_size)
-    pending: list[pa.RecordBatch] = []
-    rows = size = 0
+    groups = _RowGroups(shard_size)
     for batch in batches:
-        if pending and (rows + batch.num_rows > _PACK_ROWS or size + batch.nbytes > limit):
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            pending, rows, size = [], 0, 0
-        pending.append(batch)
-        rows += batch.num_rows
-        size += batch.nbytes
-    if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        yield from groups.add(batch)
+    yield from groups.flush()
+
+
+class _RowGroups:
+    """:func:`_row_groups` fed a batch at a time (one per stage folder, fed from one pass)."""
+
+    def __init__(self, shard_size: int) -> None:
+        self.limit = min(MAX_BATCH_TEXT_BYTES, shard_size)
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = self.size = 0
+
+    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """The joined batches that ``batch`` completes (none or one)."""
+        full = []
+        if self.pending and (self.rows + batch.num_rows > _PACK_ROWS or self.size + batch.nbytes > self.limit):
+            full = self.flush()
+        self.pending.append(batch)
+        self.rows += batch.num_rows
+        self.size += batch.nbytes
+        return full
+
+    def flush(self) -> list[pa.RecordBatch]:
+        """What is pending, joined (nothing when nothing is)."""
+        pending, self.pending, self.rows, self.size = self.pending, [], 0, 0
+        if not pending:
+            return []
+        return [pending[0] if len(pending) == 1 else pa.concat_batches(pending)]

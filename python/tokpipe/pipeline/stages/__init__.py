@@ -31,6 +31,7 @@ from tokpipe.pipeline.stages.pii import Pii
 from tokpipe.pipeline.stages.quality_classifier import QualityClassifierFilter
 from tokpipe.pipeline.stages.quality_c4 import C4BadWords, C4Quality, FineWebQuality
 from tokpipe.pipeline.stages.quality_gopher import GopherQuality, GopherRepetition
+from tokpipe.pipeline.stages.sentences import SentenceDedup
 from tokpipe.pipeline.stages.text_stats import Blocklist, TextStats
 from tokpipe.pipeline.stages.tokenize import Tokenize
 from tokpipe.pipeline.stages.url_filter import UrlFilter
@@ -38,7 +39,7 @@ from tokpipe.pipeline.stages.url_filter import UrlFilter
 __all__ = ["Normalize", "LengthFilter", "ExactDedup", "MinhashDedup", "ParagraphDedup", "C4Quality", "C4BadWords",
            "FineWebQuality", "GopherQuality", "GopherRepetition", "TextStats", "Blocklist", "LanguageFilter", "Perplexity",
            "Pii", "QualityClassifierFilter", "Tokenize", "UrlFilter", "registered_stages", "stage_class", "resolve_stage",
-           "adopt_stage", "Decontaminate"]
+           "adopt_stage", "Decontaminate", "SentenceDedup"]
 
 #: Stage classes this process was handed by the run, by the config's ``type``: a worker
 #: process's, which it could not import (``engines.shipping``). Looked up first.

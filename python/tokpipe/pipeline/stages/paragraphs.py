@@ -26,7 +26,7 @@ from tokpipe.pipeline.base import DecideContext, Decision, GlobalStage, register
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import paragraph_decide, paragraph_drop_lines, paragraph_keys
 
-__all__ = ["ParagraphDedup"]
+__all__ = ["ParagraphDedup", "any_flag", "flatten_unit_keys"]
 
 _DROP = "_paragraph_drop"
 _EMPTIED = "_paragraph_emptied"
@@ -50,19 +50,7 @@ class ParagraphDedup(GlobalStage):
         return paragraph_keys(batch.column(TEXT))
 
     def decide(self, keys: Sequence[pa.Array], context: DecideContext | None = None) -> list[Decision]:
-        datas, counts = [], []
-        for k in keys:
-            if not pa.types.is_large_binary(k.type):
-                k = k.cast(pa.large_binary())
-            if len(k) == 0:
-                counts.append(np.zeros(0, dtype=np.uint32))
-                continue
-            offsets = np.frombuffer(k.buffers()[1], dtype=np.int64)[k.offset:k.offset + len(k) + 1]
-            data = np.frombuffer(k.buffers()[2], dtype=np.uint8) if k.buffers()[2] is not None else np.zeros(0, np.uint8)
-            datas.append(data[offsets[0]:offsets[-1]])
-            counts.append((np.diff(offsets) // _LINE_KEY).astype("<u4"))
-        lines = np.concatenate(counts) if counts else np.zeros(0, dtype="<u4")
-        flat = np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8)
+        flat, counts, lines = flatten_unit_keys(keys, _LINE_KEY)
         drop_np, emptied_np, paragraphs, removed, removed_bytes = paragraph_decide(flat, lines)
         extra = self.stats.extra
         extra["paragraphs"] += paragraphs
@@ -87,7 +75,7 @@ class ParagraphDedup(GlobalStage):
     def revise(self, batch: pa.RecordBatch, columns: dict[str, pa.Array]) -> tuple[pa.RecordBatch, np.ndarray | None]:
         flags, emptied = columns[_DROP], columns[_EMPTIED]
         text = batch.column(TEXT)
-        if _any_flag(flags):
+        if any_flag(flags):
             revised = paragraph_drop_lines(text, flags)
             # A dropped document goes to rejected/ with its original text.
             revised = pc.if_else(emptied, text, revised)
@@ -96,7 +84,27 @@ class ParagraphDedup(GlobalStage):
         return batch, reasons
 
 
-def _any_flag(flags: pa.Array) -> bool:
+def flatten_unit_keys(keys: Sequence[pa.Array], key_bytes: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """Every task's keys, one ``key_bytes`` key per unit (line, sentence) of each document: one
+    byte array in corpus order, the number of units of each document per task (one array per
+    task, empty tasks included) and the same counts for the whole corpus (``<u4``)."""
+    datas, counts = [], []
+    for k in keys:
+        if not pa.types.is_large_binary(k.type):
+            k = k.cast(pa.large_binary())
+        if len(k) == 0:
+            counts.append(np.zeros(0, dtype="<u4"))
+            continue
+        offsets = np.frombuffer(k.buffers()[1], dtype=np.int64)[k.offset:k.offset + len(k) + 1]
+        data = np.frombuffer(k.buffers()[2], dtype=np.uint8) if k.buffers()[2] is not None else np.zeros(0, np.uint8)
+        datas.append(data[offsets[0]:offsets[-1]])
+        counts.append((np.diff(offsets) // key_bytes).astype("<u4"))
+    units = np.concatenate(counts) if counts else np.zeros(0, dtype="<u4")
+    flat = np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8)
+    return flat, counts, units
+
+
+def any_flag(flags: pa.Array) -> bool:
     """Whether any line of these rows is flagged (reads the flag bytes, no copy)."""
     _, offsets, data = flags.buffers()
     if offsets is None or data is None or len(flags) == 0:

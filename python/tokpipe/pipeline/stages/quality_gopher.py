@@ -11,6 +11,11 @@ script-aware unit (``tokpipe_core::text::words``: each Han character or kana is 
 of other letters and digits is one), with language defaults set for it: no minimum mean word
 length (a word is one character) and stop words of the language (``STOP_WORDS``). As in datatrove, a threshold set to ``None`` or ``0`` switches its
 rule off, and a document is dropped for the first rule it fails.
+
+``language: auto`` judges each document by its ``language`` column's rules
+(``tokpipe.pipeline.stages.per_language``): ``languages`` maps en, zh or ja to parameters set
+over that language's defaults; other languages get the top-level parameters with
+``default_language``'s words and defaults.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Filter, Verdict, register
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import gopher_quality_stats, gopher_repetition_stats
+from tokpipe.pipeline.stages.per_language import LanguageAware, LanguageRules, rules_language
 from tokpipe.pipeline.stages.quality_c4 import TERMINAL_PUNCTUATION
 
 __all__ = ["GopherQuality", "GopherRepetition", "STOP_WORDS", "PUNCTUATION"]
@@ -90,13 +96,8 @@ def _language_default(name: str, value: Any, default: Any) -> Any:
     return value
 
 
-def _check_language(stage: str, language: str) -> None:
-    if language not in LANGUAGES:
-        raise InvalidArgumentError(f"{stage}: language must be one of {', '.join(LANGUAGES)}, not {language!r}")
-
-
 @register
-class GopherQuality(Filter):
+class GopherQuality(LanguageAware, Filter):
     """Drops documents failing Gopher's quality rules, in this order: too few or too many
     words (``gopher_short_doc``, ``gopher_long_doc``; words with a letter, digit or other
     non-punctuation character), mean word length out of range
@@ -108,7 +109,10 @@ class GopherQuality(Filter):
     (``gopher_enough_stop_words``, datatrove's name for it). ``language`` (en, zh, ja) picks
     the words and the defaults of ``min_avg_word_length``, ``min_stop_words`` and
     ``stop_words`` ("auto" and None: the language's, see ``MIN_AVG_WORD_LENGTH``,
-    ``MIN_STOP_WORDS``, ``STOP_WORDS``); for en they are datatrove's."""
+    ``MIN_STOP_WORDS``, ``STOP_WORDS``); for en they are datatrove's. ``language: auto``: per
+    document, from its ``language`` column; ``languages`` maps en, zh, ja to parameters over
+    that language's defaults, the top-level parameters judge the other languages with
+    ``default_language``'s words (null: they are kept unjudged)."""
 
     name = "gopher_quality"
 
@@ -117,28 +121,43 @@ class GopherQuality(Filter):
                  max_symbol_word_ratio: float | None = 0.1, max_bullet_lines_ratio: float | None = 0.9,
                  max_ellipsis_lines_ratio: float | None = 0.3, max_non_alpha_words_ratio: float | None = 0.8,
                  min_stop_words: int | Literal["auto"] | None = "auto", stop_words: Sequence[str] | None = None,
-                 language: str = "en") -> None:
-        _check_language(self.name, language)
+                 language: str = "en", languages: dict[str, dict[str, Any] | None] | None = None,
+                 default_language: str | None = "en") -> None:
+        auto, own = rules_language(self.name, language, languages, default_language, LANGUAGES)
         self.min_doc_words = min_doc_words
         self.max_doc_words = max_doc_words
         self.min_avg_word_length = _language_default("min_avg_word_length", min_avg_word_length,
-                                                     MIN_AVG_WORD_LENGTH[language])
+                                                     MIN_AVG_WORD_LENGTH[own])
         self.max_avg_word_length = max_avg_word_length
         self.max_symbol_word_ratio = max_symbol_word_ratio
         self.max_bullet_lines_ratio = max_bullet_lines_ratio
         self.max_ellipsis_lines_ratio = max_ellipsis_lines_ratio
         #: The least share of words with a letter (datatrove's name, kept for its configs).
         self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
-        self.min_stop_words = _language_default("min_stop_words", min_stop_words, MIN_STOP_WORDS[language])
-        self.stop_words = list(dict.fromkeys(STOP_WORDS[language] if stop_words is None else stop_words))
+        self.min_stop_words = _language_default("min_stop_words", min_stop_words, MIN_STOP_WORDS[own])
+        self.stop_words = list(dict.fromkeys(STOP_WORDS[own] if stop_words is None else stop_words))
         self.language = language
+        self.languages = dict(languages) if languages is not None else None
+        self.default_language = default_language
+        self._words = own
+        self._rules: LanguageRules[GopherQuality] | None = None
+        if auto:
+            self._rules = LanguageRules(self.name, GopherQuality, languages, self if default_language else None,
+                                        lambda code, params: GopherQuality(**params, language=code), LANGUAGES)
 
     def features(self, batch: pa.RecordBatch) -> np.ndarray:
-        """``(rows, len(QUALITY_STATS))``: the per-document counts the rules read."""
-        counts = gopher_quality_stats(_text(batch), self.language, PUNCTUATION, self.stop_words, len(QUALITY_STATS))
+        """``(rows, len(QUALITY_STATS))``: the per-document counts the rules read (with
+        ``language: auto``, those of the default language's words)."""
+        counts = gopher_quality_stats(_text(batch), self._words, PUNCTUATION, self.stop_words, len(QUALITY_STATS))
         return counts.astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
+        if self._rules is not None:
+            return self._rules.verdict(batch, self.stats, lambda stage, rows: stage.judge(rows))
+        return self.judge(batch)
+
+    def judge(self, batch: pa.RecordBatch) -> Verdict:
+        """The verdict of this stage's own rules (with ``language: auto``, the default's)."""
         s = self.features(batch)
         words, non_symbol, non_symbol_chars, hashes, ellipses, lines, bullets, end_ellipsis, alpha, stops = s.T
         rules: list[tuple[str, np.ndarray]] = []
@@ -175,14 +194,15 @@ def _pairs(name: str, value: Sequence[Sequence[float]] | None) -> list[tuple[int
 
 
 @register
-class GopherRepetition(Filter):
+class GopherRepetition(LanguageAware, Filter):
     """Drops documents failing Gopher's repetition rules, in this order: empty text
     (``empty``); the share of paragraphs (split at blank lines) that repeat an earlier one, by
     count (``dup_para_frac``) and by characters (``dup_para_char_frac``); the same for lines
     (``dup_line_frac``, ``dup_line_char_frac``); the characters of the most frequent n-gram of
     words for each ``top_n_grams`` size (``top_{n}_gram``); the characters in repeated
     n-grams for each ``dup_n_grams`` size (``duplicated_{n}_n_grams``). Fractions of
-    characters are of the whole text's."""
+    characters are of the whole text's. ``language`` (en, zh, ja) picks the words; ``auto``
+    picks them per document, as ``gopher_quality`` does (``languages``, ``default_language``)."""
 
     name = "gopher_repetition"
 
@@ -191,8 +211,9 @@ class GopherRepetition(Filter):
                  top_n_grams: Sequence[Sequence[float]] | None = ((2, 0.2), (3, 0.18), (4, 0.16)),
                  dup_n_grams: Sequence[Sequence[float]] | None = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12),
                                                                   (9, 0.11), (10, 0.10)),
-                 language: str = "en") -> None:
-        _check_language(self.name, language)
+                 language: str = "en", languages: dict[str, dict[str, Any] | None] | None = None,
+                 default_language: str | None = "en") -> None:
+        auto, own = rules_language(self.name, language, languages, default_language, LANGUAGES)
         self.dup_line_frac = dup_line_frac
         self.dup_para_frac = dup_para_frac
         self.dup_line_char_frac = dup_line_char_frac
@@ -200,6 +221,13 @@ class GopherRepetition(Filter):
         self.top_n_grams = _pairs("top_n_grams", top_n_grams)
         self.dup_n_grams = _pairs("dup_n_grams", dup_n_grams)
         self.language = language
+        self.languages = dict(languages) if languages is not None else None
+        self.default_language = default_language
+        self._words = own
+        self._rules: LanguageRules[GopherRepetition] | None = None
+        if auto:
+            self._rules = LanguageRules(self.name, GopherRepetition, languages, self if default_language else None,
+                                        lambda code, params: GopherRepetition(**params, language=code), LANGUAGES)
 
     def features(self, batch: pa.RecordBatch) -> np.ndarray:
         """The per-document counts the rules read: the ``REPETITION_STATS`` columns, then the
@@ -207,9 +235,15 @@ class GopherRepetition(Filter):
         per ``dup_n_grams`` size."""
         top_n, dup_n = [n for n, _ in self.top_n_grams], [n for n, _ in self.dup_n_grams]
         width = len(REPETITION_STATS) + len(top_n) + len(dup_n)
-        return gopher_repetition_stats(_text(batch), self.language, top_n, dup_n, width).astype(np.float64)
+        return gopher_repetition_stats(_text(batch), self._words, top_n, dup_n, width).astype(np.float64)
 
     def keep(self, batch: pa.RecordBatch) -> Verdict:
+        if self._rules is not None:
+            return self._rules.verdict(batch, self.stats, lambda stage, rows: stage.judge(rows))
+        return self.judge(batch)
+
+    def judge(self, batch: pa.RecordBatch) -> Verdict:
+        """The verdict of this stage's own rules (with ``language: auto``, the default's)."""
         s = self.features(batch)
         chars, paragraphs, dup_paragraphs, dup_para_chars, lines, dup_lines, dup_line_chars = s[:, :7].T
         rules: list[tuple[str, np.ndarray]] = [("empty", chars == 0)]

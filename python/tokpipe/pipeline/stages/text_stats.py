@@ -47,12 +47,18 @@ Features (column ``stat_<name>``, float64, on kept and rejected rows alike):
 ==========================  ====================================================================
 
 A ratio whose denominator is 0 is taken over 1 (0 when its numerator is 0 too).
+
+The features do not depend on the language; the thresholds may: with ``language: auto`` each
+document is held to the thresholds of its ``language`` column's entry in ``languages`` (a
+table of ``min_``/``max_`` thresholds; a listed language starts from none), and documents of
+other languages to the top-level thresholds (``tokpipe.pipeline.stages.per_language``).
 """
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +67,7 @@ from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Stage, StageResult, register
 from tokpipe.pipeline.documents import TEXT, set_column
 from tokpipe.pipeline.kernels import TEXT_STATS_FEATURES, blocklist_counts, text_stats
+from tokpipe.pipeline.stages.per_language import LanguageAware, LanguageRules, check_auto
 
 __all__ = ["TextStats", "Blocklist", "FEATURES", "text_features"]
 
@@ -86,17 +93,26 @@ def _first_failure(rules: list[tuple[str, np.ndarray]], n: int) -> np.ndarray:
 
 
 @register
-class TextStats(Stage):
+class TextStats(LanguageAware, Stage):
     """Adds a ``stat_<feature>`` column per feature (see the module's documentation for their
     definitions) and drops a document outside ``min_<feature>`` / ``max_<feature>`` (both
     inclusive bounds; ``None``, the default, sets none), with the feature's name as the reason;
     the first failing feature, in the table's order, names it, and the rejected row carries the
     value in its ``stat_<feature>`` column. By default nothing is dropped; Gopher's published
-    thresholds are ``max_hash_word_ratio: 0.1`` and ``max_ellipsis_word_ratio: 0.1``."""
+    thresholds are ``max_hash_word_ratio: 0.1`` and ``max_ellipsis_word_ratio: 0.1``.
+    ``language: auto`` picks the thresholds per document from its ``language`` column:
+    ``languages`` maps a language code to its thresholds, the top-level ones hold for the
+    other languages."""
 
     name = "text_stats"
 
-    def __init__(self, **thresholds: float | None) -> None:
+    def __init__(self, **thresholds: Any) -> None:
+        language = thresholds.pop("language", None)
+        languages = thresholds.pop("languages", None)
+        if language is not None and language != "auto":
+            raise InvalidArgumentError(f"text_stats: language is auto or null (the features do not depend on "
+                                       f"the language; the thresholds may, per language), not {language!r}")
+        auto = check_auto(self.name, language, languages)
         for key, value in thresholds.items():
             if key not in _THRESHOLDS:
                 raise InvalidArgumentError(f"text_stats: no threshold {key!r} (thresholds are min_<feature> and "
@@ -110,11 +126,34 @@ class TextStats(Stage):
             low, high = getattr(self, f"min_{feature}"), getattr(self, f"max_{feature}")
             if low is not None and high is not None and low > high:
                 raise InvalidArgumentError(f"text_stats: min_{feature} ({low}) is above max_{feature} ({high})")
+        self.language = language
+        self.languages = dict(languages) if languages is not None else None
+        self._rules: LanguageRules[TextStats] | None = None
+        if auto:
+            self._rules = LanguageRules(self.name, TextStats, languages, self,
+                                        lambda code, params: TextStats(**params))
 
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         features = text_features(batch.column(TEXT))
         for feature, values in features.items():
             batch = set_column(batch, PREFIX + feature, pa.array(values, type=pa.float64()))
+        if self._rules is not None:
+            reasons = np.full(batch.num_rows, "", dtype=object)
+            groups = self._rules.groups(batch)
+            for group in groups:
+                found = group.stage.failures({f: v[group.rows] for f, v in features.items()}) if group.stage else None
+                if found is not None:
+                    reasons[group.rows] = found
+            self._rules.count(self.stats, groups, reasons == "")
+            return self.reject(batch, reasons == "", reasons)
+        reasons = self.failures(features)
+        if reasons is None:
+            return StageResult(batch)
+        return self.reject(batch, reasons == "", reasons)
+
+    def failures(self, features: dict[str, np.ndarray]) -> np.ndarray | None:
+        """Per document, the first feature out of this stage's bounds ("" when none is); None
+        when the stage sets no bound."""
         rules = []
         for feature, values in features.items():
             low, high = getattr(self, f"min_{feature}"), getattr(self, f"max_{feature}")
@@ -127,9 +166,8 @@ class TextStats(Stage):
                 failed |= values > high
             rules.append((feature, failed))
         if not rules:
-            return StageResult(batch)
-        reasons = _first_failure(rules, batch.num_rows)
-        return self.reject(batch, reasons == "", reasons)
+            return None
+        return _first_failure(rules, len(next(iter(features.values()))))
 
 
 _THRESHOLDS = tuple(f"{bound}_{feature}" for feature in FEATURES for bound in ("min", "max"))
@@ -139,7 +177,10 @@ _THRESHOLDS = tuple(f"{bound}_{feature}" for feature in FEATURES for bound in ("
 TextStats.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="float | None")
-       for name in _THRESHOLDS])
+       for name in _THRESHOLDS]
+    + [inspect.Parameter("language", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="str | None"),
+       inspect.Parameter("languages", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                         annotation="dict[str, dict[str, Any] | None] | None")])
 
 
 @register

@@ -3,7 +3,9 @@
 summary of what the run did, made from its manifest.
 
 * :func:`clean_card`: a ``tokpipe clean`` output. Configs ``default`` (the kept documents,
-  ``data/part-*``) and ``rejected`` (``rejected/part-*``); the summary gives the totals, the
+  ``data/part-*``) and ``rejected`` (``rejected/part-*``; with ``rejected_by_stage``,
+  ``rejected/*/part-*``, and one config ``rejected-STAGE`` per stage folder, in the order of
+  their names); the summary gives the totals, the
   pipeline (each stage with the parameters the config set), the funnel, every drop reason and
   the sources.
 * :func:`tokens_card`: a ``tokpipe tokenize`` output. Config ``default`` (the token rows:
@@ -51,8 +53,13 @@ def clean_card(manifest: dict[str, Any], suffix: str, set_params: Sequence[tuple
     configs = []
     if manifest.get("shards"):
         configs.append(("default", [(None, f"{data_dir}/part-*{suffix}")]))
+    # The stage folders of a run with rejected_by_stage (the manifest names each shard's;
+    # only names tokpipe gives, safe as they are in the YAML header).
+    folders = sorted({str(e["stage"]) for e in manifest.get("rejected") or ()
+                     if re.fullmatch(r"[A-Za-z0-9._-]+", str(e.get("stage") or ""))})
     if manifest.get("rejected"):
-        configs.append(("rejected", [(None, f"{rejected_dir}/part-*{suffix}")]))
+        configs.append(("rejected", [(None, f"{rejected_dir}/{'*/' if folders else ''}part-*{suffix}")]))
+    configs += [(f"rejected-{stage}", [(None, f"{rejected_dir}/{stage}/part-*{suffix}")]) for stage in folders]
     view = summary.overview(manifest)
     lines = [_header(configs), "# Dataset written by tokpipe clean", ""]
     lines += [f"**{view.documents_kept:,} documents kept** of {view.documents_read:,} input records "
@@ -66,6 +73,8 @@ def clean_card(manifest: dict[str, Any], suffix: str, set_params: Sequence[tuple
               'kept = datasets.load_dataset("path/to/this/folder", split="train")',
               *(['rejected = datasets.load_dataset("path/to/this/folder", "rejected", split="train")']
                 if has_rejected else []),
+              *([f'one_stage = datasets.load_dataset("path/to/this/folder", "rejected-{folders[0]}", split="train")']
+                if folders else []),
               "```", "",
               f"or `pyarrow.dataset.dataset(\"path/to/this/folder/{data_dir}\")` for the kept documents alone.", ""]
     stages = list(set_params) if set_params is not None else summary.pipeline_stages(manifest)
@@ -81,7 +90,10 @@ def clean_card(manifest: dict[str, Any], suffix: str, set_params: Sequence[tuple
               f"- `{data_dir}/part-*{suffix}`: the kept documents (`id`, `text`, the input's other fields and "
               "the columns the stages added).",
               *([f"- `{rejected_dir}/part-*{suffix}`: the dropped documents, with `reason`, `stage` and "
-                 "`duplicate_of`."] if has_rejected else []),
+                 "`duplicate_of`."] if has_rejected and not folders else []),
+              *([f"- `{rejected_dir}/STAGE/part-*{suffix}`: the documents each stage dropped, one folder a stage "
+                 f"({', '.join(f'`{_code(stage)}`' for stage in folders)}), with `reason`, `stage` and "
+                 "`duplicate_of`."] if folders else []),
               "- `errors.jsonl`: input that could not be read (file, location, reason).",
               "- `manifest.json`: every shard with its rows, bytes and sha256; the config; per-stage stats "
               "(`tokpipe stats --verify` checks the folder against it).", ""]

@@ -8,7 +8,9 @@ lines of a JSON Lines shard, or a shard on disk that the manifest does not list)
 are relative to ``OUT`` and use ``/``: the kept documents' shards live under ``OUT/data/``
 (``DATA_DIR``; an older tokpipe wrote them in ``OUT`` itself, and its manifest says so), the
 rejected documents' under ``OUT/rejected/``, so that each folder holds one table that plain
-tools (``pyarrow.dataset``, HF ``datasets``) open without options.
+tools (``pyarrow.dataset``, HF ``datasets``) open without options. A run with
+``rejected_by_stage`` puts each stage's drops in a folder of their own,
+``OUT/rejected/STAGE/``: the entry of such a shard also records ``stage``, its folder's name.
 
 ``verify_tokenized`` checks a ``tokpipe tokenize`` folder against its manifest (which
 ``pipeline.tokenize`` writes) with the same file checks (``check_file``,
@@ -64,6 +66,14 @@ def _entry(path: str, shard: ShardInfo) -> dict[str, Any]:
     return {"path": path, "rows": shard.rows, "bytes": shard.bytes, "sha256": shard.sha256}
 
 
+def _rejected_entry(shard: ShardInfo) -> dict[str, Any]:
+    """A rejected shard's entry; one in a stage's folder (``STAGE/part-...``) names its stage."""
+    entry = _entry(f"{REJECTED_DIR}/{shard.name}", shard)
+    if "/" in shard.name:
+        entry["stage"] = shard.name.split("/", 1)[0]
+    return entry
+
+
 def write_manifest(
     out_dir: StrPath,
     *,
@@ -98,7 +108,7 @@ def build_manifest(
     if clash:
         raise InvalidArgumentError(f"extra manifest keys clash with reserved keys: {', '.join(clash)}")
     kept = sorted((_entry(s.name, s) for s in shards), key=lambda e: e["path"])
-    dropped = sorted((_entry(f"{REJECTED_DIR}/{s.name}", s) for s in rejected), key=lambda e: e["path"])
+    dropped = sorted((_rejected_entry(s) for s in rejected), key=lambda e: e["path"])
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -247,8 +257,8 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
     Reported: a listed shard missing, of the wrong size or sha256, or whose Parquet footer (or,
     for a JSON Lines shard, whose number of lines) gives another row count; a path listed
     twice; totals that disagree with the entries; and a shard (``part-*.parquet``,
-    ``part-*.jsonl[.gz|.zst]``) in ``out_dir``, ``out_dir/data`` or ``out_dir/rejected`` that
-    the manifest does not list.
+    ``part-*.jsonl[.gz|.zst]``) in ``out_dir``, ``out_dir/data``, ``out_dir/rejected`` or a
+    stage's folder in it that the manifest does not list.
     A manifest that cannot be read raises as ``read_manifest`` does.
     """
     out = location(out_dir)
@@ -270,9 +280,13 @@ def verify_manifest(out_dir: StrPath) -> list[str]:
         if totals[total] != summed:
             problems.append(f"totals.{total} is {totals[total]}, the {key} entries sum to {summed}")
     on_disk = set()
+    suffixes = tuple(f".{name}" for name in OUTPUT_FORMATS)
+    # The stage folders of rejected/ (a shard's name spares the check, a request in a bucket).
+    stages = [f"{REJECTED_DIR}/{p.name}" for p in fs.listing(out / REJECTED_DIR)
+              if not p.name.endswith(suffixes) and fs.is_dir(p)]
     for name in OUTPUT_FORMATS:
         on_disk |= {p.name for p in fs.listing(out, f"part-*.{name}")}
-        for folder in (DATA_DIR, REJECTED_DIR):
+        for folder in (DATA_DIR, REJECTED_DIR, *stages):
             on_disk |= {f"{folder}/{p.name}" for p in fs.listing(out / folder, f"part-*.{name}")}
     for rel in sorted(on_disk):
         if rel not in listed:

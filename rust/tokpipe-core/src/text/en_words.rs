@@ -100,7 +100,7 @@ fn specials() -> &'static Specials {
 }
 
 /// spaCy's Sentencizer.default_punct_chars.
-fn is_sentence_punct(c: char) -> bool {
+pub(crate) fn is_sentence_punct(c: char) -> bool {
     matches!(
         c,
         '!' | '.' | '?' | '։' | '؟' | '۔' | '܀' | '܁' | '܂' | '߹' | '।' | '॥' | '၊' | '။' | '።'

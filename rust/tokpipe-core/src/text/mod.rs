@@ -15,6 +15,7 @@ pub mod gopher;
 pub mod keys;
 pub mod lines;
 pub mod paragraphs;
+pub mod sentences;
 pub mod stats;
 pub mod urls;
 pub mod words;
