@@ -15,6 +15,8 @@ use super::matrix::Matrix;
 use super::{bracket, fnv, FastText, Loss, PruneMap, EOS};
 use crate::error::{Error, Result};
 
+/// The longest character n-gram a model may ask for (see the check on `maxn`).
+const MAX_CHAR_NGRAM: i32 = 64;
 pub(super) const MAGIC: i32 = 793712314;
 const NEWEST_VERSION: i32 = 12;
 pub(super) const SUPERVISED: i32 = 3;
@@ -114,7 +116,14 @@ impl FastText {
             maxn = 0;
         }
         let minn = if maxn > 0 { minn } else { 0 };
-        if dim < 1 || word_ngrams < 1 || bucket < 0 || minn < 0 || maxn < 0 {
+        // A word of L characters gives up to L * maxn character n-grams: a corrupt maxn would
+        // make every long word ask for gigabytes. Released models use 0 to 6.
+        if dim < 1
+            || word_ngrams < 1
+            || bucket < 0
+            || minn < 0
+            || !(0..=MAX_CHAR_NGRAM).contains(&maxn)
+        {
             return Err(r.error(format!(
                 "fastText arguments out of range (dim {dim}, wordNgrams {word_ngrams}, bucket {bucket}, minn {minn}, maxn {maxn})"
             )));

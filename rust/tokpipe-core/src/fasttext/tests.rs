@@ -312,6 +312,14 @@ fn bad_files_are_refused_with_a_reason() {
     }
     header.extend(0f64.to_le_bytes());
     assert!(err(&header).contains("loss 2 is not supported"));
+    // A maxn no model uses (a corrupt file) would ask for L * maxn n-grams per word.
+    let mut header = MAGIC.to_le_bytes().to_vec();
+    header.extend(12i32.to_le_bytes());
+    for a in [16, 5, 5, 1, 5, 1, 3, 3, 100, 3, 1_000_000, 100] {
+        header.extend(i32::to_le_bytes(a));
+    }
+    header.extend(0f64.to_le_bytes());
+    assert!(err(&header).contains("maxn 1000000"), "{}", err(&header));
     // Every truncation of a quantized model, and a byte too many, is an error, not a panic.
     let file = quantized_file(&[]);
     for end in 0..file.len() {
