@@ -10,6 +10,12 @@
 //! - [`CharsMap::hf_transform`] is HF's (`spm_precompiled`): the first, i.e. shortest, rule that
 //!   is a prefix of a chunk (a grapheme or a char), looked up only up to a NUL byte.
 //!
+//! HF's reading segments text into graphemes; [`hf_normalize`] skips the segmenter for the
+//! characters that are graphemes by themselves (see `is_plain`), most of real text.
+//!
+//! (Over 500 lines: the two readings of one double array and the grapheme shortcut share its
+//! tables, and the test that checks the shortcut against whole-text segmentation sits beside it.)
+//!
 // Why our own reader rather than the `spm_precompiled` crate HF uses: the crate implements only
 // HF's reading (we need sentencepiece's longest match as well), allocates a Vec per lookup,
 // indexes the array unchecked (a malformed blob panics), and has had no release since 2022. The
@@ -33,6 +39,9 @@ pub struct CharsMap {
     bmp: Vec<u32>,
     /// (start, length) in the strings of the replacements single characters have.
     replacements: Vec<(u32, u32)>,
+    /// `hf_transform` of each ASCII byte alone: what HF makes of an ASCII character that is a
+    /// grapheme by itself, without a walk. 128 entries.
+    ascii_hf: Vec<Option<Box<str>>>,
 }
 
 const NO_RULE: u32 = 0;
@@ -94,6 +103,7 @@ impl CharsMap {
             starts_rule: [false; 256],
             bmp: Vec::new(),
             replacements: Vec::new(),
+            ascii_hf: Vec::new(),
         };
         // Value units (the only ones with the top bit set) point at replacement strings: each
         // must lie inside the blob and be UTF-8, since it is copied into normalized text.
@@ -114,6 +124,9 @@ impl CharsMap {
             map.starts_rule[b as usize] = label(map.unit(root ^ b)) == b;
         }
         map.build_bmp_table();
+        map.ascii_hf = (0..128u8)
+            .map(|b| map.hf_transform(&[b]).map(Into::into))
+            .collect();
         Ok(map)
     }
 
@@ -180,6 +193,12 @@ impl CharsMap {
                 CharRule::Replace(std::str::from_utf8(s).unwrap_or_default())
             }
         }
+    }
+
+    /// [`CharsMap::hf_transform`] of the ASCII byte `b` alone, from a table.
+    #[inline(always)]
+    fn ascii_hf_rule(&self, b: u8) -> Option<&str> {
+        self.ascii_hf[usize::from(b & 0x7f)].as_deref()
     }
 
     /// The blob as read (what a `.model` or `tokenizer.json` stores).
@@ -287,9 +306,155 @@ impl CharsMap {
 /// otherwise each of its characters is looked up alone. HF's own notes call this reading
 /// "weird" and keep it because converted models were tested against it.
 pub fn hf_normalize<'a>(map: &CharsMap, text: &'a str) -> std::borrow::Cow<'a, str> {
-    match hf_changes(map, text) {
+    if !text.bytes().any(|b| map.may_match(b)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    // Built straight from the units, without the per-character changes `hf_changes` records
+    // for alignments; copied from `text` only once a rule applies.
+    let mut out: Option<String> = None;
+    let mut copied_to = 0;
+    hf_units(map, text, |at, old, new| {
+        let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));
+        out.push_str(&text[copied_to..at]);
+        out.push_str(new);
+        copied_to = at + old.len();
+    });
+    match out {
         None => std::borrow::Cow::Borrowed(text),
-        Some(changes) => std::borrow::Cow::Owned(changes.iter().map(|&(c, _)| c).collect()),
+        Some(mut out) => {
+            out.push_str(&text[copied_to..]);
+            std::borrow::Cow::Owned(out)
+        }
+    }
+}
+
+/// Whether `c` is "plain" for grapheme segmentation: its cluster category is Other or Control
+/// (CR and LF included), and it is neither pictographic nor an Indic conjunct consonant. Two
+/// plain characters side by side always have a boundary between them except CR x LF: every
+/// rule of UAX #29 that joins two characters needs one of them to be Extend, ZWJ, SpacingMark,
+/// Prepend, Hangul, a regional indicator, pictographic or a conjunct consonant.
+///
+/// ASCII is plain (no ASCII character is of those kinds). Other characters of the Basic
+/// Multilingual Plane are classified once per process by asking the segmenter HF uses about
+/// each character beside a probe of every joining kind; the planes above it are never plain.
+#[inline(always)]
+fn is_plain(c: char) -> bool {
+    use std::sync::OnceLock;
+    static PLAIN_BMP: OnceLock<Vec<u64>> = OnceLock::new();
+    if c.is_ascii() {
+        return true;
+    }
+    let cp = c as usize;
+    if cp >= 0x10000 {
+        return false;
+    }
+    let bits = PLAIN_BMP.get_or_init(classify_bmp);
+    bits[cp >> 6] >> (cp & 63) & 1 == 1
+}
+
+/// The bit set of [`is_plain`] over the Basic Multilingual Plane.
+fn classify_bmp() -> Vec<u64> {
+    use unicode_segmentation::UnicodeSegmentation;
+    // Before the character: a letter (it is Extend, ZWJ or SpacingMark), Hangul L, LV and LVT
+    // (it is V, T, LV or LVT), an emoji and ZWJ (pictographic), a consonant and virama (a
+    // conjunct consonant). After it: a letter (it is Prepend), Hangul L, V and T (it is L, LV,
+    // V, LVT or T). And the character twice. (Regional indicators lie above the BMP.)
+    const BEFORE: [&str; 6] = [
+        "a",
+        "\u{1100}",
+        "\u{ac00}",
+        "\u{ac01}",
+        "\u{1f600}\u{200d}",
+        "\u{915}\u{94d}",
+    ];
+    const AFTER: [&str; 4] = ["a", "\u{1100}", "\u{1161}", "\u{11a8}"];
+    let splits = |left: &str, right: &str| {
+        let text = format!("{left}{right}");
+        text.grapheme_indices(true).any(|(at, _)| at == left.len())
+    };
+    let mut bits = vec![0u64; 0x10000 / 64];
+    let mut buf = [0u8; 4];
+    for cp in 0x80..0x10000u32 {
+        let Some(c) = char::from_u32(cp) else {
+            continue;
+        };
+        let c = &*c.encode_utf8(&mut buf);
+        let plain = BEFORE.iter().all(|p| splits(p, c))
+            && AFTER.iter().all(|q| splits(c, q))
+            && splits(c, c);
+        if plain {
+            bits[cp as usize >> 6] |= 1 << (cp & 63);
+        }
+    }
+    bits
+}
+
+/// HF's reading of `text` (see [`hf_normalize`]): `emit(at, old, new)` for each grapheme or
+/// character, at byte `at`, that a rule replaces with `new`; the rest stays as it is. A plain
+/// character (see [`is_plain`]) between plain neighbours, and not half of a CR LF, is a
+/// grapheme by itself and is looked up alone (ASCII from a table); the stretches between such
+/// characters, which start and end on grapheme boundaries, are segmented as HF segments them.
+fn hf_units(map: &CharsMap, text: &str, mut emit: impl FnMut(usize, &str, &str)) {
+    let bytes = text.as_bytes();
+    // The character at byte `i`, a character boundary; ASCII without decoding.
+    let char_at = |i: usize| match bytes.get(i) {
+        None => None,
+        Some(&b) if b < 0x80 => Some(b as char),
+        Some(_) => text[i..].chars().next(),
+    };
+    let mut stretch_from = 0;
+    let mut before: Option<char> = None;
+    let mut i = 0;
+    while let Some(c) = char_at(i) {
+        let end = i + c.len_utf8();
+        let after = char_at(end);
+        let alone = is_plain(c)
+            && before.is_none_or(|b| is_plain(b) && !(b == '\r' && c == '\n'))
+            && after.is_none_or(|a| is_plain(a) && !(c == '\r' && a == '\n'));
+        if alone {
+            if stretch_from < i {
+                hf_units_segmented(map, &text[stretch_from..i], stretch_from, &mut emit);
+            }
+            let new = if c.is_ascii() {
+                map.ascii_hf_rule(c as u8)
+            } else {
+                map.hf_transform(&bytes[i..end])
+            };
+            if let Some(new) = new {
+                emit(i, &text[i..end], new);
+            }
+            stretch_from = end;
+        }
+        before = Some(c);
+        i = end;
+    }
+    if stretch_from < text.len() {
+        hf_units_segmented(map, &text[stretch_from..], stretch_from, &mut emit);
+    }
+}
+
+/// [`hf_units`] for a stretch that starts and ends on grapheme boundaries, grapheme by
+/// grapheme as HF reads it; `base` is the stretch's byte offset in the text.
+fn hf_units_segmented(
+    map: &CharsMap,
+    stretch: &str,
+    base: usize,
+    emit: &mut impl FnMut(usize, &str, &str),
+) {
+    use unicode_segmentation::UnicodeSegmentation;
+    for (g_at, grapheme) in stretch.grapheme_indices(true) {
+        if grapheme.len() < 6 {
+            if let Some(norm) = map.hf_transform(grapheme.as_bytes()) {
+                emit(base + g_at, grapheme, norm);
+                continue;
+            }
+        }
+        for (i, c) in grapheme.char_indices() {
+            let part = &grapheme[i..i + c.len_utf8()];
+            if let Some(norm) = map.hf_transform(part.as_bytes()) {
+                emit(base + g_at + i, part, norm);
+            }
+        }
     }
 }
 
@@ -297,13 +462,16 @@ pub fn hf_normalize<'a>(map: &CharsMap, text: &'a str) -> std::borrow::Cow<'a, s
 /// replaces an old character, `1` is inserted, `-n` also removes `n` more), for HF's alignment
 /// bookkeeping; `None` when no rule applies.
 pub(crate) fn hf_changes(map: &CharsMap, text: &str) -> Option<Vec<(char, isize)>> {
-    use unicode_segmentation::UnicodeSegmentation;
     if !text.bytes().any(|b| map.may_match(b)) {
         return None;
     }
     let mut changes: Vec<(char, isize)> = Vec::with_capacity(text.len());
     let mut modified = false;
-    let mut replace = |changes: &mut Vec<(char, isize)>, old: &str, new: &str| {
+    let mut copied_to = 0;
+    hf_units(map, text, |at, old, new| {
+        // The characters no rule touched, before this unit.
+        changes.extend(text[copied_to..at].chars().map(|c| (c, 0)));
+        copied_to = at + old.len();
         modified = true;
         let diff = new.chars().count() as isize - old.chars().count() as isize;
         changes.extend(new.chars().map(|c| (c, 0)));
@@ -318,22 +486,8 @@ pub(crate) fn hf_changes(map: &CharsMap, text: &str) -> Option<Vec<(char, isize)
                 last.1 += diff;
             }
         }
-    };
-    for grapheme in text.graphemes(true) {
-        if grapheme.len() < 6 {
-            if let Some(norm) = map.hf_transform(grapheme.as_bytes()) {
-                replace(&mut changes, grapheme, norm);
-                continue;
-            }
-        }
-        for (i, c) in grapheme.char_indices() {
-            let part = &grapheme[i..i + c.len_utf8()];
-            match map.hf_transform(part.as_bytes()) {
-                Some(norm) => replace(&mut changes, part, norm),
-                None => changes.push((c, 0)),
-            }
-        }
-    }
+    });
+    changes.extend(text[copied_to..].chars().map(|c| (c, 0)));
     modified.then_some(changes)
 }
 
@@ -352,6 +506,61 @@ mod tests {
         blob.extend_from_slice(&((1u32 << 31) | 1000).to_le_bytes());
         blob.extend_from_slice(b"a\0");
         assert!(CharsMap::from_bytes(&blob).is_err());
+    }
+
+    /// HF's reading as `spm_precompiled` writes it: the whole text segmented into graphemes,
+    /// with no shortcut for ASCII.
+    fn reference_units(map: &CharsMap, text: &str) -> Vec<(usize, String, String)> {
+        let mut units = Vec::new();
+        hf_units_segmented(map, text, 0, &mut |at, old: &str, new: &str| {
+            units.push((at, old.to_string(), new.to_string()));
+        });
+        units
+    }
+
+    #[test]
+    fn the_ascii_shortcut_reads_text_as_whole_text_segmentation_does() {
+        // Characters that join graphemes with their neighbours (CR LF, combining marks, ZWJ,
+        // a Prepend, a SpacingMark, a virama, Hangul jamo and syllables, regional indicators,
+        // emoji, a variation selector, kana voicing marks) beside ASCII and other characters
+        // that nmt_nfkc rewrites (NUL, tab, newline, ligatures, fullwidth, halfwidth kana) or
+        // leaves alone (kanji, kana, a character above the BMP).
+        let alphabet: Vec<char> = "ab e\r\n\t\0.\u{301}\u{200d}\u{600}\u{915}\u{93f}\u{94d}\
+                                   \u{1100}\u{1161}\u{11a8}\u{ac00}\u{ac01}\u{1f1e6}\u{1f600}\
+                                   \u{fb01}\u{ff21}\u{a0}\u{e9}\u{2460}猫吾かが\u{3099}ｶ\u{ff9e}\
+                                   \u{fe0f}\u{2764}\u{20000}"
+            .chars()
+            .collect();
+        let blob = crate::normalizers::spm_rules::precompiled_charsmap("nmt_nfkc").unwrap();
+        let map = CharsMap::from_bytes(&blob).unwrap();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..50_000 {
+            let len = (next() % 10) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut units = Vec::new();
+            hf_units(&map, &text, |at, old, new| {
+                units.push((at, old.to_string(), new.to_string()));
+            });
+            let expected = reference_units(&map, &text);
+            assert_eq!(units, expected, "{text:?}");
+            let mut normalized = String::new();
+            let mut copied_to = 0;
+            for (at, old, new) in &expected {
+                normalized.push_str(&text[copied_to..*at]);
+                normalized.push_str(new);
+                copied_to = at + old.len();
+            }
+            normalized.push_str(&text[copied_to..]);
+            assert_eq!(hf_normalize(&map, &text), normalized, "{text:?}");
+        }
     }
 
     #[test]
