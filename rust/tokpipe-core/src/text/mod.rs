@@ -21,6 +21,40 @@ pub mod urls;
 pub mod words;
 
 use crate::error::{Error, Result};
+use rayon::prelude::*;
+
+/// One binary value per row, written by `write(row, out)` in parallel over chunks of
+/// `rows_per_task` rows, joined in row order as (data, Arrow large-binary offsets): the shape of
+/// every per-row key column (paragraph and sentence keys).
+pub(crate) fn par_binary_rows<F>(rows: usize, rows_per_task: usize, write: F) -> (Vec<u8>, Vec<i64>)
+where
+    F: Fn(usize, &mut Vec<u8>) + Sync,
+{
+    let parts: Vec<(Vec<u8>, Vec<usize>)> = (0..rows)
+        .collect::<Vec<_>>()
+        .par_chunks(rows_per_task)
+        .map(|chunk| {
+            let mut data = Vec::new();
+            let mut lens = Vec::with_capacity(chunk.len());
+            for &row in chunk {
+                let before = data.len();
+                write(row, &mut data);
+                lens.push(data.len() - before);
+            }
+            (data, lens)
+        })
+        .collect();
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i64);
+    let mut data = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+    for (part, lens) in parts {
+        data.extend_from_slice(&part);
+        for len in lens {
+            offsets.push(offsets.last().copied().unwrap_or(0) + len as i64);
+        }
+    }
+    (data, offsets)
+}
 
 /// Per-row statistics laid out field by field (`N` arrays of `rows.len()` values): how the
 /// kernels hand a table of statistics to numpy.

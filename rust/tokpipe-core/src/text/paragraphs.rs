@@ -15,8 +15,7 @@
 //! whose normalised form is empty is never a duplicate and is always kept.
 
 use super::keys::is_python_whitespace;
-use super::StrColumn;
-use rayon::prelude::*;
+use super::{par_binary_rows, StrColumn};
 use rustc_hash::FxHashSet;
 use sha1::{Digest, Sha1};
 use unicode_general_category::{get_general_category, GeneralCategory};
@@ -63,36 +62,15 @@ pub fn paragraph_hash(normalised: &str) -> u64 {
 
 /// Every row's line keys ([`LINE_KEY_BYTES`] per `\n`-separated line), as (data, offsets).
 pub fn paragraph_keys(column: &StrColumn<'_>) -> (Vec<u8>, Vec<i64>) {
-    let parts: Vec<(Vec<u8>, Vec<usize>)> = (0..column.len())
-        .collect::<Vec<_>>()
-        .par_chunks(ROWS_PER_TASK)
-        .map(|rows| {
-            let mut data = Vec::new();
-            let mut lens = Vec::with_capacity(rows.len());
-            let mut scratch = String::new();
-            for &row in rows {
-                let before = data.len();
-                for line in column.get(row).split('\n') {
-                    normalize_for_dedup(line, &mut scratch);
-                    data.extend_from_slice(&paragraph_hash(&scratch).to_le_bytes());
-                    let len = u32::try_from(line.len()).unwrap_or(u32::MAX);
-                    data.extend_from_slice(&len.to_le_bytes());
-                }
-                lens.push(data.len() - before);
-            }
-            (data, lens)
-        })
-        .collect();
-    let mut offsets = Vec::with_capacity(column.len() + 1);
-    offsets.push(0i64);
-    let mut data = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-    for (part, lens) in parts {
-        data.extend_from_slice(&part);
-        for len in lens {
-            offsets.push(offsets.last().copied().unwrap_or(0) + len as i64);
+    par_binary_rows(column.len(), ROWS_PER_TASK, |row, data| {
+        let mut scratch = String::new();
+        for line in column.get(row).split('\n') {
+            normalize_for_dedup(line, &mut scratch);
+            data.extend_from_slice(&paragraph_hash(&scratch).to_le_bytes());
+            let len = u32::try_from(line.len()).unwrap_or(u32::MAX);
+            data.extend_from_slice(&len.to_le_bytes());
         }
-    }
-    (data, offsets)
+    })
 }
 
 #[derive(Debug, Default)]

@@ -31,7 +31,7 @@
 use super::chars::is_punct;
 use super::en_words::{for_each_token, is_sentence_punct, word_count, Kind};
 use super::keys::is_python_whitespace;
-use super::StrColumn;
+use super::{par_binary_rows, StrColumn};
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 use unicode_general_category::{get_general_category, GeneralCategory};
@@ -331,30 +331,9 @@ pub fn sentence_keys(
             "sentence_dedup: n_sentences must be at least 1".into(),
         ));
     }
-    let parts: Vec<(Vec<u8>, Vec<usize>)> = (0..column.len())
-        .collect::<Vec<_>>()
-        .par_chunks(ROWS_PER_TASK)
-        .map(|rows| {
-            let mut data = Vec::new();
-            let mut lens = Vec::with_capacity(rows.len());
-            for &row in rows {
-                let before = data.len();
-                document_key(column.get(row), n, splitter, &mut data);
-                lens.push(data.len() - before);
-            }
-            (data, lens)
-        })
-        .collect();
-    let mut offsets = Vec::with_capacity(column.len() + 1);
-    offsets.push(0i64);
-    let mut data = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-    for (part, lens) in parts {
-        data.extend_from_slice(&part);
-        for len in lens {
-            offsets.push(offsets.last().copied().unwrap_or(0) + len as i64);
-        }
-    }
-    Ok((data, offsets))
+    Ok(par_binary_rows(column.len(), ROWS_PER_TASK, |row, data| {
+        document_key(column.get(row), n, splitter, data)
+    }))
 }
 
 #[derive(Debug, Default)]
