@@ -64,6 +64,16 @@ def real_english_documents() -> list[str]:
     return docs
 
 
+@pytest.fixture(scope="session", autouse=True)
+def empty_tokpipe_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An empty tokpipe cache for the whole session, as on a fresh CI machine: a model that
+    ``tokpipe language-model`` installed here would otherwise turn ``backend: auto`` into
+    fastText in every test (an environment variable, so spawned workers see it too)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKPIPE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def documents() -> list[tuple[str, str]]:
     return load_documents()

@@ -70,3 +70,20 @@ def test_help_marks_the_options_a_command_cannot_run_without() -> None:
     block = " ".join(clean[clean.index("-o, --output"):].split("\n  -", 1)[0].split())
     assert "[required unless --print-config]" in block
     assert run("tokenize", "-t", __file__).returncode == 2  # no INPUTS, no -o: a usage error
+
+
+def test_a_size_under_one_byte_is_refused_before_any_work(tmp_path) -> None:
+    # "0.5" used to round down to 0 bytes: a tokenize shuffle buffer or a shard that holds nothing.
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_text('{"text": "a document"}\n', encoding="utf-8")
+    from tests.conftest import VOCAB
+
+    cases = [("tokenize", str(corpus), "-t", str(VOCAB / "cl100k_base.tiktoken.gz"), "-o", str(tmp_path / "tok"), "--shuffle-buffer", "0.5"),
+             ("clean", str(corpus), "-o", str(tmp_path / "clean"), "--shard-size", "0.5B")]
+    for args in cases:
+        result = run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        # A malformed option value is click's usage error: the usage line, then the message.
+        option, value = args[-2:]
+        assert f"Invalid value for '{option}': '{value}' is less than one byte" in result.stderr, result.stderr
+        assert not (tmp_path / args[args.index("-o") + 1]).exists()

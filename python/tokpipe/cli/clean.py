@@ -12,7 +12,7 @@ import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, stats_table
-from tokpipe.cli.options import (EXISTING_FILE, LOCATION, keep_staging_option, parse_size, staging_dir_option,
+from tokpipe.cli.options import (EXISTING_FILE, LOCATION, SIZE, keep_staging_option, staging_dir_option,
                                  storage_options, workers_option)
 from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineError
 
@@ -26,7 +26,7 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("-c", "--config", "config_path", type=EXISTING_FILE, default=None,
               help="Pipeline config (YAML or TOML) with a `stages:` list; default: normalize, length_filter, exact_dedup.")
 @workers_option("the number of cores")
-@click.option("--shard-size", default="256MB", show_default=True,
+@click.option("--shard-size", type=SIZE, default="256MB", show_default=True,
               help="Start a new output shard after this many bytes (e.g. 64MB, 1G).")
 @click.option("--output-format", default="parquet", show_default=True, metavar="FORMAT",
               help="Format of the kept and rejected shards: parquet (zstd), jsonl, jsonl.gz or jsonl.zst "
@@ -34,7 +34,7 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("--rejected-by-stage", is_flag=True,
               help="Write each stage's rejected documents to a folder of its own, rejected/STAGE/ (STAGE: the "
                    "stage's type, -2, -3... for a type met again), to sample one stage's drops.")
-@click.option("--task-size", default="64MB", show_default=True,
+@click.option("--task-size", type=SIZE, default="64MB", show_default=True,
               help="Split plain .jsonl (and line-split .txt) files bigger than this into tasks of about this size; "
                    "tasks are the unit of parallel work and of resume.")
 @click.option("--text-field", default="text", show_default=True, help="JSONL/Parquet field holding the text.")
@@ -57,7 +57,7 @@ from tokpipe.errors import ConfigError, ConfigWarning, CorpusError, PipelineErro
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no stats table.")
 @friendly_errors
 def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str | None, workers: int | None,
-                  shard_size: str, output_format: str, rejected_by_stage: bool, task_size: str, text_field: str,
+                  shard_size: int, output_format: str, rejected_by_stage: bool, task_size: int, text_field: str,
                   id_field: str, split: str, strict: bool, overwrite: bool,
                   staging_dir: str | None, keep_staging: bool, engine: str, ray_address: str | None, print_config: bool, quiet: bool) -> None:
     """Clean INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz) into sharded Parquet
@@ -110,9 +110,9 @@ def clean_command(inputs: tuple[str, ...], output: str | None, config_path: str 
     started = time.perf_counter()
     try:
         result = pipeline.run(inputs, output, config, progress=progress, engine=engine, ray_address=ray_address,
-                              workers=workers or os.cpu_count() or 1, shard_size=parse_size(shard_size),
+                              workers=workers or os.cpu_count() or 1, shard_size=shard_size,
                               strict=strict, overwrite=overwrite, text_field=text_field, id_field=id_field,
-                              split=split, task_bytes=parse_size(task_size), output_format=output_format,
+                              split=split, task_bytes=task_size, output_format=output_format,
                               rejected_by_stage=rejected_by_stage, staging_dir=staging_dir, keep_staging=keep_staging)
     except (CorpusError, ConfigError) as e:
         # Usage, exit 2: a missing input, no input files, a config or an output folder that

@@ -21,7 +21,7 @@ import click
 
 from tokpipe.cli.app import UsageError, cli, friendly_errors
 from tokpipe.cli.display import fitted_table, terminal_width
-from tokpipe.cli.options import EXISTING_FILE, LOCATION, TOKENIZER_FILES, parse_size, storage_options, threads_option
+from tokpipe.cli.options import EXISTING_FILE, LOCATION, SIZE, TOKENIZER_FILES, storage_options, threads_option
 
 __all__ = ["eval_tokenizer_command"]
 
@@ -51,7 +51,7 @@ _MODELS = ("bpe", "wordpiece", "unigram")
 @click.option("--max-documents", type=click.IntRange(min=1), default=None,
               help="Read only the first N documents, in input order (files in the order given, a folder's "
                    "files sorted): the same N reads the same documents.")
-@click.option("--max-bytes", default=None, metavar="SIZE",
+@click.option("--max-bytes", type=SIZE, default=None, metavar="SIZE",
               help="Read only the first documents, in input order, up to this much text (256MB, 1G).")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL and Parquet.")
 @click.option("--language-field", default="language", show_default=True,
@@ -66,18 +66,17 @@ _MODELS = ("bpe", "wordpiece", "unigram")
 @friendly_errors
 def eval_tokenizer_command(corpus: tuple[str, ...], tokenizers: tuple[str, ...], by: str | None, report: Path | None,
                            train_model: str | None, vocab_sizes: str | None, held_out: tuple[str, ...],
-                           max_documents: int | None, max_bytes: str | None, text_field: str, language_field: str,
+                           max_documents: int | None, max_bytes: int | None, text_field: str, language_field: str,
                            split: str, strict: bool, as_json: bool, quiet: bool, threads: int | None) -> None:
     """Compare tokenizers (-t, repeatable) on the documents of CORPUS: characters, bytes and
     words per token, fallback to unknown or byte tokens, vocabulary use, the longest token and
     round-trip exactness, overall and --by language, source or script. With --train, sweep the
     vocabulary size instead: CORPUS is the training corpus and --eval the held-out one."""
     sizes = _check(corpus, tokenizers, report, train_model, vocab_sizes, held_out)
-    byte_limit = parse_size(max_bytes) if max_bytes is not None else None
     from tokpipe import tokeval
 
     common = dict(text_field=text_field, language_field=language_field, split=split, max_documents=max_documents,
-                  max_bytes=byte_limit, strict=strict, num_threads=threads)
+                  max_bytes=max_bytes, strict=strict, num_threads=threads)
     if train_model is None:
         evaluation = tokeval.evaluate_tokenizers(list(tokenizers), list(corpus), by=by,  # type: ignore[arg-type]
                                                  **common)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, splits_table, table
-from tokpipe.cli.options import LOCATION, parse_size, staging_dir_option, storage_options
+from tokpipe.cli.options import LOCATION, SIZE, staging_dir_option, storage_options
 from tokpipe.errors import ConfigError, PipelineError
 
 
@@ -29,8 +29,8 @@ from tokpipe.errors import ConfigError, PipelineError
               help="Seed of the documents' choice and order: the same seed gives the same bytes.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "megatron", "both"]), default="both",
               show_default=True, help="Parquet shards, Megatron-LM .bin/.idx, or both.")
-@click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
-@click.option("--shuffle-buffer", default="256MB", show_default=True,
+@click.option("--shard-size", type=SIZE, default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
+@click.option("--shuffle-buffer", type=SIZE, default="256MB", show_default=True,
               help="Token ids held in memory at once; past it, the output is written key range by key range "
                    "(spilled to the staging folder).")
 @click.option("--overwrite", is_flag=True, help="Delete OUTPUT and start over.")
@@ -39,7 +39,7 @@ from tokpipe.errors import ConfigError, PipelineError
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary.")
 @friendly_errors
 def mix_command(sources: tuple[str, ...], output: str, tokens: int | None, max_epochs: float, seed: int, fmt: str,
-                shard_size: str, shuffle_buffer: str, overwrite: bool, staging_dir: str | None, quiet: bool) -> None:
+                shard_size: int, shuffle_buffer: int, overwrite: bool, staging_dir: str | None, quiet: bool) -> None:
     """Mix tokenize outputs by weight, exactly.
 
     Each SOURCE=WEIGHT is a `tokpipe tokenize` output folder (local or a URL) and its
@@ -59,7 +59,7 @@ def mix_command(sources: tuple[str, ...], output: str, tokens: int | None, max_e
         pairs = [parse_source(text) for text in sources]
         options = MixOptions(tokens=tokens, max_epochs=max_epochs, seed=seed,
                              formats=("parquet", "megatron") if fmt == "both" else (fmt,),
-                             shard_size=parse_size(shard_size), shuffle_buffer=parse_size(shuffle_buffer),
+                             shard_size=shard_size, shuffle_buffer=shuffle_buffer,
                              overwrite=overwrite, staging_dir=staging_dir)
     except ConfigError as e:
         raise UsageError(str(e)) from None

@@ -153,6 +153,24 @@ def corpus_options(func: F) -> F:
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30}
 
 
+class SizeType(click.ParamType):
+    """An option's byte count, parsed when click parses the command line, so a bad value is
+    refused before any work, in click's message that names the option."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except click.BadParameter as e:
+            self.fail(e.message, param, ctx)
+
+
+SIZE = SizeType()
+
+
 def parse_size(text: str) -> int:
     """``256MB``, ``1G``, ``4096``: a byte count."""
     raw = text.strip().upper().replace("IB", "B")
@@ -164,4 +182,8 @@ def parse_size(text: str) -> int:
         raise click.BadParameter(f"{text!r} is not a size like 256MB, 1G or 4096") from None
     if unit not in _UNITS or value <= 0:
         raise click.BadParameter(f"{text!r} is not a size like 256MB, 1G or 4096")
-    return int(value * _UNITS[unit])
+    size = int(value * _UNITS[unit])
+    # Sizes are whole bytes: "0.5" would round to 0, a buffer or shard that holds nothing.
+    if size < 1:
+        raise click.BadParameter(f"{text!r} is less than one byte")
+    return size

@@ -11,7 +11,7 @@ import click
 
 from tokpipe.cli.app import UsageError, cli, fail, friendly_errors
 from tokpipe.cli.display import Progress, splits_table, stats_table
-from tokpipe.cli.options import (LOCATION, keep_staging_option, parse_size, staging_dir_option, storage_options,
+from tokpipe.cli.options import (LOCATION, SIZE, keep_staging_option, staging_dir_option, storage_options,
                                  threads_option, tokenizer_option, workers_option)
 from tokpipe.errors import ConfigError, CorpusError, PipelineError
 
@@ -42,12 +42,12 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
               show_default=True, help="Fraction of documents (chosen by seeded hash) written to val/.")
 @workers_option("half the cores", about="each reads its tasks and encodes them on --threads threads")
 @threads_option("Encoding threads per worker", default_help="the cores divided by --workers")
-@click.option("--shard-size", default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
-@click.option("--shuffle-buffer", default="256MB", show_default=True,
+@click.option("--shard-size", type=SIZE, default="256MB", show_default=True, help="Start a new Parquet shard after this many bytes.")
+@click.option("--shuffle-buffer", type=SIZE, default="256MB", show_default=True,
               help="Memory the shuffle holds at once (its index of documents, about 80 bytes each, or, "
                    "for staging larger than half the memory, token ids); past it, it works key range by "
                    "key range.")
-@click.option("--task-size", default="16MB", show_default=True,
+@click.option("--task-size", type=SIZE, default="16MB", show_default=True,
               help="Split big .jsonl (and line-split .txt) files into tasks of about this size (smaller than "
                    "clean's: the workers then read one task while encoding another).")
 @click.option("--text-field", default="text", show_default=True, help="JSONL/Parquet field holding the text.")
@@ -65,7 +65,7 @@ from tokpipe.errors import ConfigError, CorpusError, PipelineError
 def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, fmt: str,
                      seq_len: int | None, pack: bool, truncate: bool, pad_tail: bool, append_eos: bool,
                      eos_token: str | None, shuffle_seed: int, no_shuffle: bool, val_fraction: float,
-                     workers: int | None, threads: int | None, shard_size: str, shuffle_buffer: str, task_size: str,
+                     workers: int | None, threads: int | None, shard_size: int, shuffle_buffer: int, task_size: int,
                      text_field: str, id_field: str, split: str, strict: bool, overwrite: bool, staging_dir: str | None,
                      keep_staging: bool, quiet: bool) -> None:
     """Tokenize INPUT files and folders (.txt, .jsonl[.gz|.zst], .parquet, .warc.gz, or a
@@ -99,7 +99,7 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, 
         options = TokenizeOptions(tokenizer=tokenizer_path, formats=formats, append_eos=append_eos,
                                   eos_token=eos_token, seq_len=seq_len, pack=pack, truncate=truncate,
                                   pad_tail=pad_tail, shuffle=not no_shuffle, seed=shuffle_seed,
-                                  val_fraction=val_fraction, shuffle_buffer=parse_size(shuffle_buffer),
+                                  val_fraction=val_fraction, shuffle_buffer=shuffle_buffer,
                                   threads=threads)
     except ConfigError as e:
         raise UsageError(str(e)) from None
@@ -107,8 +107,8 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_path: str, output: str, 
     # calls leave the encoding threads idle less often (the reader still closes a batch at
     # 64 MB of text).
     reader = ReaderOptions(text_field=text_field, id_field=id_field, split=split, strict=strict,
-                           task_bytes=parse_size(task_size), batch_rows=8192)
-    run = RunOptions(workers=workers, shard_size=parse_size(shard_size), strict=strict,
+                           task_bytes=task_size, batch_rows=8192)
+    run = RunOptions(workers=workers, shard_size=shard_size, strict=strict,
                      overwrite=overwrite, reader=reader, staging_dir=staging_dir, keep_staging=keep_staging)
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     started = time.perf_counter()

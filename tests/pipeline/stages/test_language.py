@@ -49,14 +49,10 @@ def common_crawl() -> list[tuple[str, float, str]]:
     return out
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_installed_model(tmp_path_factory):
-    """An empty tokpipe cache, so that ``backend: auto`` means Lingua here whatever this
-    machine's cache holds (an environment variable: spawned workers see it too)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TOKPIPE_CACHE", str(tmp_path_factory.mktemp("cache")))
-        assert default_model() is None
-        yield
+def test_the_session_sees_no_installed_model():
+    # tests/conftest.py gives the session an empty cache, so `backend: auto` means Lingua in
+    # the tests below whatever this machine's cache holds.
+    assert default_model() is None
 
 
 @pytest.fixture(scope="module")
