@@ -141,3 +141,27 @@ def test_owned_buffers_read_in_place_and_outlive_their_call() -> None:
     gc.collect()
     assert view.tolist() == [5, 6, 7] and not view.flags.writeable
     assert np.frombuffer(arrow, np.uint32).tolist() == [5, 6, 7]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text()), max_size=50))
+def test_string_array_equals_pyarrows_conversion(values: list[str | None]) -> None:
+    """``string_array`` (built from buffers, so that no pandas is imported) holds what
+    ``pa.array`` makes of the same list: values, nulls, type."""
+    from tokpipe.pipeline.kernels import string_array
+
+    built = string_array(values)
+    built.validate(full=True)
+    assert built.equals(pa.array(values, type=pa.string()))
+
+
+@given(st.lists(st.one_of(st.none(), st.booleans()), max_size=200), st.integers(0, 10))
+def test_flags_of_reads_a_boolean_column_with_nulls_as_false(values: list[bool | None], offset: int) -> None:
+    import numpy as np
+
+    from tokpipe.pipeline.kernels import flags_of
+
+    column = pa.array(values, type=pa.bool_()).slice(min(offset, len(values)))
+    expected = [bool(v) for v in values[min(offset, len(values)):]]
+    assert flags_of(column).dtype == np.bool_ and flags_of(column).tolist() == expected
+    assert flags_of(pa.chunked_array([column, column], type=pa.bool_())).tolist() == expected * 2

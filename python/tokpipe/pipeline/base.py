@@ -163,9 +163,13 @@ class Stage:
         stats.input += batch.num_rows
         stats.kept += result.kept.num_rows
         if result.rejected is not None and result.rejected.num_rows:
-            reasons = result.rejected.column(REASON).to_numpy(zero_copy_only=False)
-            values, counts = np.unique(reasons.astype(str), return_counts=True)
-            stats.dropped.update(dict(zip(values.tolist(), counts.tolist())))
+            # Counted in Arrow, then in the order np.unique gave (sorted), so the stats read
+            # as they did; a string column's to_numpy() would import pandas (0.8 s of CPU in
+            # every worker, more than a stage spends on a few MB).
+            counted = result.rejected.column(REASON).value_counts()
+            values = ["None" if v is None else str(v) for v in counted.field("values").to_pylist()]
+            for value, count in sorted(zip(values, counted.field("counts").to_pylist())):
+                stats.dropped[value] += count
         stats.seconds += time.perf_counter() - started
         return result
 
@@ -217,7 +221,7 @@ class Stage:
 def split_rejected(batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.ndarray, stage: str) -> StageResult:
     """``batch`` split by ``mask`` (True keeps); the dropped rows get the ``reason`` (one for
     all, or per row of ``batch``) and ``stage`` columns every rejected document carries."""
-    from tokpipe.pipeline.kernels import arrow_of, repeat_string
+    from tokpipe.pipeline.kernels import arrow_of, repeat_string, string_array
 
     mask = np.asarray(mask, dtype=bool)
     if mask.all():
@@ -228,7 +232,7 @@ def split_rejected(batch: pa.RecordBatch, mask: np.ndarray, reasons: str | np.nd
     if isinstance(reasons, str):
         reason_column = repeat_string(reasons, dropped.num_rows)
     else:
-        reason_column = pa.array(np.asarray(reasons, dtype=object)[~mask], type=pa.string())
+        reason_column = string_array(np.asarray(reasons, dtype=object)[~mask].tolist())
     dropped = dropped.append_column(REASON, reason_column)
     dropped = dropped.append_column(STAGE, repeat_string(stage, dropped.num_rows))
     return StageResult(kept, dropped)
@@ -243,12 +247,14 @@ class Filter(Stage):
     def apply(self, batch: pa.RecordBatch) -> StageResult:
         mask, reasons = self.keep(batch)
         if isinstance(mask, (pa.Array, pa.ChunkedArray)):
-            mask = mask.fill_null(False).to_numpy(zero_copy_only=False)
+            from tokpipe.pipeline.kernels import flags_of
+
+            mask = flags_of(mask)
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (batch.num_rows,):
             raise InvalidArgumentError(f"stage {self.name}: keep() gave {mask.shape[0]} flags for {batch.num_rows} documents")
         if not isinstance(reasons, str) and isinstance(reasons, (pa.Array, pa.ChunkedArray)):
-            reasons = reasons.to_numpy(zero_copy_only=False)
+            reasons = np.asarray(reasons.to_pylist(), dtype=object)
         return self.reject(batch, mask, reasons)
 
 

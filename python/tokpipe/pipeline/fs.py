@@ -202,10 +202,11 @@ def read_schema(path: Location) -> Any:
 
 
 def read_parquet(path: Location, columns: Union[list[str], None] = None) -> Any:
-    """The whole Parquet file at ``path`` as a table (``columns`` only, when given)."""
-    if isinstance(path, RemotePath):
-        return pq.read_table(path.key, columns=columns, filesystem=arrow_filesystem(path))
-    return pq.read_table(path, columns=columns)
+    """The whole Parquet file at ``path`` as a table (``columns`` only, when given). Read as
+    one file: ``pq.read_table`` goes through ``pyarrow.dataset``, whose import imports pandas
+    (0.8 s of CPU in each process that reads a global stage's keys)."""
+    with parquet_file(path) as f:
+        return f.read(columns=columns)
 
 
 def arrow_filesystem(path: RemotePath) -> Any:

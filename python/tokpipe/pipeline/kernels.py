@@ -20,7 +20,8 @@ import pyarrow as pa
 from tokpipe import _core
 from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["arrow_strings", "list_buffers", "numpy_of", "arrow_of", "repeat_string", "exact_dedup_keys",
+__all__ = ["arrow_strings", "list_buffers", "numpy_of", "flags_of", "arrow_of", "repeat_string", "string_array",
+           "exact_dedup_keys",
            "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities", "paragraph_keys",
            "paragraph_drop_lines", "paragraph_decide", "ParagraphDecision", "TEXT_STATS_FEATURES", "text_stats",
            "sentence_keys", "sentence_decide", "SentenceDecision", "sentence_filter",
@@ -65,6 +66,16 @@ def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype)[array.offset: array.offset + len(array)]
 
 
+def flags_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow array as a numpy ``bool`` array, a null as False (Arrow packs booleans
+    in bits: this is one cast, and no pandas)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if array.null_count:
+        array = array.fill_null(False)
+    return numpy_of(array.cast(pa.uint8())).astype(bool)
+
+
 def arrow_of(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Array:
     """A numpy array of plain numbers as an Arrow array (of ``arrow_type``, which must have
     the same width, e.g. int32 for uint32 ids; the numpy type's own when None), sharing its
@@ -82,6 +93,21 @@ def repeat_string(value: str, n: int) -> pa.Array:
     offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[: n + 1] if raw \
         else np.zeros(n + 1, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """A ``string`` array of ``values`` (None: a null), built from its buffers: ``pa.array``
+    of a list imports pandas too (see above), 0.8 s of CPU in every process that calls it.
+    For short values (reasons, labels): under 2 GiB in all, as ``string``'s offsets allow."""
+    raw = [b"" if v is None else v.encode("utf-8") for v in values]
+    if sum(map(len, raw)) >= 1 << 31:
+        raise InvalidArgumentError("string_array holds under 2 GiB of text; use a large_string column")
+    offsets = np.zeros(len(raw) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(raw))
+    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
+    return pa.StringArray.from_buffers(len(raw), pa.py_buffer(offsets), pa.py_buffer(b"".join(raw)), validity,
+                                       int(nulls.sum()))
 
 
 def list_buffers(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

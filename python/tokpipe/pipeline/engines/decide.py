@@ -22,6 +22,7 @@ from tokpipe.pipeline.config import StageSpec
 from tokpipe.pipeline.documents import ID
 from tokpipe.pipeline.engines.state import RunState
 from tokpipe.pipeline.engines.units import STAGED_KEY
+from tokpipe.pipeline.kernels import arrow_of
 from tokpipe.pipeline.readers import Task
 from tokpipe.storage import Location
 
@@ -81,7 +82,10 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
         slots = np.searchsorted(needed, positions[wanted])
         index = np.zeros(len(positions), dtype=np.int64)
         index[wanted] = slots
-        return needed_ids.take(pa.array(index, mask=~wanted))
+        # Built from its buffers (the nulls: a bitmap of `wanted`): pa.array would import pandas.
+        indices = pa.Array.from_buffers(pa.int64(), len(index), [pa.py_buffer(np.packbits(wanted, bitorder="little")),
+                                                                  pa.py_buffer(index)], int(len(index) - wanted.sum()))
+        return needed_ids.take(indices)
 
     stats = StageStats(spec.type)
     in_cluster = np.isin(flat, clustered)
@@ -140,13 +144,14 @@ def gather(files: list[list[Location]], sizes: list[int], column: str, positions
                 lo, hi = np.searchsorted(here, [start, start + rows])
                 if hi > lo:
                     values = shard.read_row_group(group, columns=[column]).column(column)
-                    parts.extend(values.take(pa.array(here[lo:hi] - start)).chunks)
+                    # arrow_of, not pa.array, which would import pandas (kernels.numpy_of).
+                    parts.extend(values.take(arrow_of(here[lo:hi] - start)).chunks)
                 start += rows
-    return pa.concat_arrays(parts) if parts else pa.array([], type=pa.string())
+    return pa.concat_arrays(parts) if parts else pa.nulls(0, pa.string())  # an empty one, without pa.array
 
 
 def read_column(files: list[Location], column: str, kind: pa.DataType) -> pa.Array:
     """One column of a task's staging shards, in order, as one array."""
     parts = [fs.read_parquet(f, columns=[column]).column(column) for f in files]
     chunks = [c for part in parts for c in part.chunks]
-    return pa.concat_arrays(chunks) if chunks else pa.array([], type=kind)
+    return pa.concat_arrays(chunks) if chunks else pa.nulls(0, kind)

@@ -44,6 +44,7 @@ from tokpipe.pipeline.config import PipelineConfig, StageSpec
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.engines.state import READ_STATS, RunState
 from tokpipe.pipeline.fields import conform
+from tokpipe.pipeline.kernels import arrow_of, flags_of, numpy_of
 from tokpipe.pipeline.readers import ReaderOptions, ReadError, Task, meter, read_task
 from tokpipe.pipeline.readers.base import MAX_BATCH_TEXT_BYTES
 from tokpipe.pipeline.readers.parquet import parquet_batches
@@ -215,7 +216,7 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         counts["rejected"] += batch.num_rows
         batch = _with_rejection_columns(batch)
         if mark_places:
-            batch = batch.append_column(STAGED_PLACE, pa.array(np.full(batch.num_rows, place, dtype=np.int32)))
+            batch = batch.append_column(STAGED_PLACE, arrow_of(np.full(batch.num_rows, place, dtype=np.int32)))
         record("rejected", rejected_writer.write(batch))
 
     def reject_duplicates(batch: pa.RecordBatch) -> None:
@@ -340,7 +341,7 @@ def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage
     stage's decision columns, per document."""
     columns = {name: verdict.column(name).combine_chunks() for name in verdict.column_names if name != DUPLICATE_OF}
     duplicate_of = verdict.column(DUPLICATE_OF).combine_chunks()
-    is_dup = duplicate_of.is_valid().to_numpy(zero_copy_only=False)
+    is_dup = flags_of(duplicate_of.is_valid())  # not to_numpy(), which imports pandas
     reasons: str | np.ndarray = "duplicate"
     drop = is_dup
     if columns:
@@ -352,7 +353,7 @@ def _apply_verdicts(batch: pa.RecordBatch, verdict: pa.Table, stage: GlobalStage
             drop = is_dup | dropped_here
     result = split_rejected(batch, ~drop, reasons, stage.name)
     if result.rejected is not None:
-        reject(result.rejected.append_column(DUPLICATE_OF, duplicate_of.filter(pa.array(drop))))
+        reject(result.rejected.append_column(DUPLICATE_OF, duplicate_of.take(arrow_of(np.flatnonzero(drop)))))
     return result.kept
 
 
@@ -407,11 +408,11 @@ def _pack_by_stage(state: RunState, worker: int, batches: Iterator[pa.RecordBatc
 
     with ExitStack() as open_writers:
         for batch in batches:
-            places = batch.column(STAGED_PLACE).to_numpy(zero_copy_only=False)
+            places = numpy_of(batch.column(STAGED_PLACE))
             batch = batch.drop_columns([STAGED_PLACE])
             present = dict.fromkeys(places.tolist())  # each stage's rows go to its own writer
             for place in present:
-                part = batch if len(present) == 1 else batch.filter(pa.array(places == place))
+                part = batch if len(present) == 1 else batch.take(arrow_of(np.flatnonzero(places == place)))
                 if place not in writers:
                     writers[place] = open_writers.enter_context(
                         _final_writer(state.rejected_dir(folders[place]), worker, shard_size, output_format))

@@ -24,7 +24,7 @@ import pyarrow as pa
 from tokpipe.errors import InvalidArgumentError
 from tokpipe.pipeline.base import Filter, Stage, StageResult, Verdict, register
 from tokpipe.pipeline.documents import TEXT, replace_text
-from tokpipe.pipeline.kernels import FINEWEB_STATS, c4_badwords, c4_quality, fineweb_stats, word_counts
+from tokpipe.pipeline.kernels import FINEWEB_STATS, arrow_of, c4_badwords, c4_quality, fineweb_stats, word_counts
 from tokpipe.pipeline.stages.per_language import LanguageAware, LanguageRules, in_row_order, rules_language
 
 __all__ = ["C4Quality", "C4BadWords", "FineWebQuality", "TERMINAL_PUNCTUATION"]
@@ -125,7 +125,7 @@ class C4Quality(LanguageAware, Stage):
         self.stats.extra.update(line_stats)
         mask = reasons == ""
         result = self.reject(batch, mask, reasons)  # rejected documents keep their original text
-        kept_text = new_text.filter(pa.array(mask, type=pa.bool_()))
+        kept_text = new_text.take(arrow_of(np.flatnonzero(mask)))  # by index: pa.array() would import pandas
         return StageResult(replace_text(result.kept, kept_text), result.rejected)
 
 
