@@ -13,7 +13,8 @@ the same documents (cached in SCRATCH/cache) and measures it as well.
   sentencepiece  ``SentencePieceProcessor(model_file=...)``, ``encode``
   tokpipe        ``Tokenizer.from_sentencepiece(...)``, ``encode``
   hf-tokenizers  the tokenizer.json transformers' ``SpmConverter.build_tokenizer_from_spm_proto``
-                 (legacy) writes for the model, the HF spelling closest to sentencepiece
+                 (legacy) writes for the model, the HF spelling closest to sentencepiece; with
+                 ``--layouts legacy,t5`` also the one ``T5Converter`` writes (T5's layout)
   tokpipe-json   ``Tokenizer.from_file`` of that tokenizer.json (HF's rules; special tokens
                  matched in the text, as HF does)
   tokie          the same tokenizer.json
@@ -93,6 +94,38 @@ def hf_tokenizer_json(model: Path, out: Path) -> None:
         SpmConverter.build_tokenizer_from_spm_proto(proto, vocab, legacy=True).save(str(out))
 
 
+class _T5SlowStandIn:
+    """What ``T5Converter`` reads of a slow ``T5Tokenizer``: its model file, 100 extra ids,
+    ``</s>``'s id and T5's default ``legacy=True``."""
+
+    def __init__(self, model: Path):
+        import sentencepiece as spm
+
+        self.vocab_file = str(model)
+        self._extra_ids = 100
+        self.legacy = True
+        self._sp = spm.SentencePieceProcessor(model_file=str(model))
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return self._sp.piece_to_id(token)
+
+
+def t5_tokenizer_json(model: Path, out: Path) -> None:
+    """The tokenizer.json transformers' ``T5Converter`` writes for the model: T5's layout
+    (Precompiled, Strip right, Replace of space runs, Metaspace, ``$A </s>`` post-processor,
+    100 ``<extra_id_N>`` pieces added as special tokens, as ``T5TokenizerFast`` does)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers.convert_slow_tokenizer import T5Converter
+
+        tok = T5Converter(_T5SlowStandIn(model)).converted()
+    tok.add_special_tokens([f"<extra_id_{i}>" for i in range(100)])
+    tok.save(str(out))
+
+
+LAYOUTS = {"legacy": hf_tokenizer_json, "t5": t5_tokenizer_json}
+
+
 def train_spm_bpe(args, vocab_size: int) -> Path:
     """A sentencepiece BPE model with Llama-1/2's trainer options, trained on the bench documents."""
     import hashlib
@@ -121,6 +154,9 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--train-bpe", type=int, default=0, metavar="VOCAB",
                     help="also a sentencepiece BPE model of this size trained on the documents")
+    ap.add_argument("--layouts", default="legacy",
+                    help="tokenizer.json layouts, comma-separated: legacy (SpmConverter's spelling of the "
+                         "model's own settings) and t5 (T5Converter's, as T5's tokenizer.json)")
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -132,12 +168,13 @@ def main() -> None:
     models = [_corpus.VOCAB_DIR / name for name in args.models.split(",") if name]
     if args.train_bpe:
         models.append(train_spm_bpe(args, args.train_bpe))
-    for model in models:
-        model_name = model.name
-        hf_json = tmp / f"{model.stem}.json"
-        hf_tokenizer_json(model, hf_json)
+    for model, layout in [(m, lay) for m in models for lay in args.layouts.split(",")]:
+        label = model.stem if layout == "legacy" else f"{model.stem}-{layout}"
+        model_name = model.name if layout == "legacy" else f"{model.name}, tokenizer.json layout {layout}"
+        hf_json = tmp / f"{label}.json"
+        LAYOUTS[layout](model, hf_json)
         rows, ids, r = _encode_children.run_children(
-            __file__, args, tmp, model.stem, ["--model", str(model), "--hf-json", str(hf_json)])
+            __file__, args, tmp, label, ["--model", str(model), "--hf-json", str(hf_json)])
         ref = ids.get("sentencepiece")
         hf_ref = ids.get("hf-tokenizers")
         spm_cpu = {(m, t): c for e, m, t, _, c in rows if e == "sentencepiece"}

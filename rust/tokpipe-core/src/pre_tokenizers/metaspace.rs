@@ -64,13 +64,14 @@ impl Metaspace {
         if prepend {
             out.push_str(rep);
         }
-        let mut rest = text;
-        while let Some(i) = memchr::memchr(b' ', rest.as_bytes()) {
-            out.push_str(&rest[..i]);
+        // A plain loop, not a `memchr` call per space: in prose a space comes every few bytes.
+        let mut last = 0;
+        for (i, _) in text.bytes().enumerate().filter(|&(_, b)| b == b' ') {
+            out.push_str(&text[last..i]);
             out.push_str(rep);
-            rest = &rest[i + 1..];
+            last = i + 1;
         }
-        out.push_str(rest);
+        out.push_str(&text[last..]);
         Cow::Owned(out)
     }
 
@@ -83,8 +84,13 @@ impl Metaspace {
             }
             return;
         }
+        let mut rep = [0u8; 4];
+        let rep = self.replacement.encode_utf8(&mut rep).as_bytes();
         let mut start = 0;
-        for (i, _) in text.match_indices(self.replacement) {
+        // `memmem` looks for the whole replacement at once, where `match_indices` stops at
+        // every occurrence of its last byte (`▁`'s is a continuation byte common in most
+        // scripts).
+        for i in memchr::memmem::find_iter(text.as_bytes(), rep) {
             if i > start {
                 emit(&text[start..i]);
             }
@@ -121,6 +127,8 @@ mod tests {
         );
         assert_eq!(pieces(&m, " Hey", false), ["▁Hey"]);
         assert_eq!(pieces(&m, "", true), Vec::<String>::new());
+        // `ぁ` ends in `▁`'s last byte (0x81): only the whole character cuts.
+        assert_eq!(pieces(&m, "ぁ▁ぁ ぁ", true), ["▁ぁ", "▁ぁ", "▁ぁ"]);
         let first = Metaspace {
             prepend_scheme: PrependScheme::First,
             split: false,
