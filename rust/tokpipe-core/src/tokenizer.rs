@@ -430,14 +430,19 @@ impl Tokenizer {
             }
         };
         // HF puts the prefix space before each stretch of text between added tokens.
-        if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
-            let prefixed = format!(" {text}");
-            return self
-                .pre
-                .split(&prefixed, |piece| model.encode_piece(piece.as_bytes(), out));
-        }
-        self.pre
-            .split(text, |piece| model.encode_piece(piece.as_bytes(), out))
+        let prefixed;
+        let text = if self.add_prefix_space && !text.is_empty() && !text.starts_with(' ') {
+            prefixed = format!(" {text}");
+            &prefixed
+        } else {
+            text
+        };
+        // Through this thread's piece cache: repeated words skip the vocabulary lookup and the
+        // merge loop, with the same ids.
+        model.with_piece_cache(|pieces| {
+            self.pre
+                .split(text, |piece| pieces.encode(piece.as_bytes(), out))
+        })
     }
 
     /// Encodes many texts in parallel on `num_threads` threads (all cores when `None`). The

@@ -80,7 +80,7 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every file under `text/` and the `text` field of every record of the `web/*.jsonl.gz` files.
-fn corpus_texts() -> Vec<(String, String)> {
+pub(crate) fn corpus_texts() -> Vec<(String, String)> {
     let mut files = Vec::new();
     files_under(&shared_dir("text"), &mut files);
     files.sort();
@@ -140,7 +140,7 @@ fn scanners_match_regex_on_corpora() {
 /// The awkward characters: every class boundary the patterns test, the case-folding variants,
 /// and multi-char fragments that make contractions and `\s` runs likely.
 #[rustfmt::skip]
-const ALPHABET: &[&str] = &[
+pub(crate) const ALPHABET: &[&str] = &[
     // Whitespace: ASCII, the newlines, Unicode spaces and separators; U+200B and U+1F are not `\s`.
     " ", " ", " ", "  ", "\t", "\r", "\n", "\r\n", "\u{0B}", "\u{0C}", "\u{85}", "\u{A0}", "\u{1680}",
     "\u{2009}", "\u{2028}", "\u{2029}", "\u{3000}", "\u{200B}", "\u{1F}",
@@ -162,15 +162,15 @@ const ALPHABET: &[&str] = &[
 ];
 
 /// Small deterministic generator (xorshift64*), so failures reproduce from the printed case.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }

@@ -560,4 +560,4 @@ fn o200k_piece(b: &[u8], i: usize) -> usize {
 
 #[cfg(test)]
 #[path = "scanner_tests.rs"]
-mod tests;
+pub(crate) mod tests;

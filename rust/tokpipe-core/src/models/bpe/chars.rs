@@ -383,6 +383,7 @@ impl BpeModel {
             rule,
             ignore_merges,
             chars: Some(Box::new(c)),
+            cache_id: 0,
         };
         // A token is atomic when the walk over its own text gives back exactly that token.
         let atomic: Vec<bool> = {

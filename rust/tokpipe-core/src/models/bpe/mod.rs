@@ -3,8 +3,9 @@
 
 mod chars;
 mod model;
+mod piece_cache;
 mod splits;
 pub mod trainer;
 
-pub use model::{BpeModel, MergeRule};
+pub use model::{BpeModel, MergeRule, PieceEncoder};
 pub use trainer::{BpeTrainer, BpeTrainerConfig, TrainedBpe};

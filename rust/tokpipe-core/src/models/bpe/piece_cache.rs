@@ -1,0 +1,381 @@
+//! A bounded, per-thread cache of piece -> ids for byte-level BPE.
+//!
+//! Why: text repeats its words, and encoding a piece costs either a lookup in the vocabulary
+//! (a hash of the bytes, a pointer to the stored key, a `memcmp`) or, for a piece that is not
+//! itself a token, the merge loop with one merge-table lookup per adjacent pair. On English
+//! text most pieces have been seen a few hundred pieces earlier, so remembering their ids
+//! skips both.
+//!
+//! Design:
+//! - Keys are the piece's bytes packed into a `u128` (pieces of 2 to [`MAX_PIECE`] bytes, the
+//!   length in the top byte so that no two pieces share a key); single bytes are not cached.
+//!   Comparing a key is one 16-byte compare, with no pointer to follow.
+//! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more goes to the second
+//!   map below.
+//! - The table has a fixed size ([`BUCKETS`] buckets of two 32-byte slots, one cache line a
+//!   bucket: 2 MiB a thread) and never grows: a new entry takes the bucket's first slot and
+//!   moves the previous one to the second, dropping the older.
+//! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes, and shorter ones of more than [`MAX_IDS`] ids
+//!   (long words, rules of `=====`, words of non-Latin scripts: where the merge loop costs
+//!   most) go to a second, ordinary hash map of boxed bytes, emptied whenever its keys and ids
+//!   pass [`LONG_BYTES`] (2 MiB, about twice that with the map's overhead). Longer pieces are
+//!   merged every time.
+//! - Memory is therefore bounded per thread that encodes (about 6 MiB at most), never by the
+//!   input.
+//! - One table per thread (no locks, no sharing between encoding threads), shared by all the
+//!   models that thread uses: each entry carries its model's cache id, so entries of another
+//!   model are misses, never wrong ids. A model's cache id is unique in the process (a
+//!   counter); once the counter runs out, new models get id 0 and are encoded without cache.
+//!
+//! Ids never depend on the cache: an entry is the merge loop's own output for that piece and
+//! model, so a hit gives the ids a miss would compute.
+
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Longest piece cached, in bytes (its bytes and length fit a `u128` key).
+pub(super) const MAX_PIECE: usize = 15;
+
+/// Most ids an entry holds.
+pub(super) const MAX_IDS: usize = 3;
+
+/// Longest piece the second map keeps, in bytes.
+pub(super) const MAX_LONG_PIECE: usize = 256;
+
+/// Bytes of keys and ids the second map holds before it is emptied (about twice that in
+/// memory, with the map's own overhead).
+const LONG_BYTES: usize = 2 << 20;
+
+/// Buckets of the table; each holds two slots in one 64-byte line.
+const BUCKETS: usize = 1 << 15;
+
+/// Unused id slot of an entry (no id reaches it: ids are bounded far below).
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Slot {
+    /// The packed piece; 0 is an empty slot (a real key has its length in the top byte).
+    key: u128,
+    /// The cache id of the model that encoded the piece.
+    model: u32,
+    /// The piece's ids, `NONE` past the last.
+    ids: [u32; MAX_IDS],
+}
+
+const EMPTY: Slot = Slot {
+    key: 0,
+    model: 0,
+    ids: [NONE; MAX_IDS],
+};
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Bucket([Slot; 2]);
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+/// The ids of a piece in the long map, and the cache id of the model that made them.
+type LongEntry = (u32, Box<[u32]>);
+
+pub(super) struct PieceCache {
+    buckets: Box<[Bucket]>,
+    /// Pieces longer than [`MAX_PIECE`] or of more than [`MAX_IDS`] ids.
+    long: FxHashMap<Box<[u8]>, LongEntry>,
+    /// Bytes of keys and ids in `long`.
+    long_bytes: usize,
+}
+
+thread_local! {
+    static CACHE: RefCell<Option<PieceCache>> = const { RefCell::new(None) };
+}
+
+/// The next model's cache id; 0 is kept for "not cached".
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A cache id for a new model: unique in the process, or 0 (no caching) once they run out.
+pub(super) fn new_cache_id() -> u32 {
+    NEXT_ID
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n != u32::MAX).then_some(n + 1)
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `f` with this thread's cache, created on first use; `None` if the cache is already in
+/// use further up this thread's stack (never the case for the encoder, which does not nest).
+pub(super) fn with_thread_cache<R>(f: impl FnOnce(Option<&mut PieceCache>) -> R) -> R {
+    CACHE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => f(Some(slot.get_or_insert_with(PieceCache::new))),
+        Err(_) => f(None),
+    })
+}
+
+/// Reads `N` bytes at `at` as a little-endian integer.
+#[inline(always)]
+fn le<const N: usize>(p: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b[..N].copy_from_slice(&p[at..at + N]);
+    u64::from_le_bytes(b)
+}
+
+/// The key of a piece of 1 to [`MAX_PIECE`] bytes: its bytes in order, then its length in the
+/// top byte. Two overlapping loads read pieces of 4 to 15 bytes without a byte loop.
+#[inline(always)]
+pub(super) fn key_of(p: &[u8]) -> u128 {
+    let n = p.len();
+    debug_assert!((1..=MAX_PIECE).contains(&n));
+    let (lo, hi) = if n >= 8 {
+        // Bytes 8..n are the top n - 8 bytes of the last eight.
+        let tail = if n == 8 {
+            0
+        } else {
+            le::<8>(p, n - 8) >> (8 * (16 - n))
+        };
+        (le::<8>(p, 0), tail)
+    } else if n >= 4 {
+        // Bytes 4..n are the top n - 4 bytes of the last four.
+        let tail = le::<4>(p, n - 4) >> (8 * (8 - n));
+        (le::<4>(p, 0) | (tail << 32), 0)
+    } else {
+        let mut lo = 0;
+        for (i, &b) in p.iter().enumerate() {
+            lo |= (b as u64) << (8 * i);
+        }
+        (lo, 0)
+    };
+    lo as u128 | (hi as u128) << 64 | (n as u128) << 120
+}
+
+impl PieceCache {
+    fn new() -> Self {
+        PieceCache {
+            buckets: vec![Bucket([EMPTY; 2]); BUCKETS].into_boxed_slice(),
+            long: FxHashMap::default(),
+            long_bytes: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn bucket(key: u128) -> usize {
+        // A folded multiply mixes every bit of the key into the high bits used as the index.
+        let (lo, hi) = (key as u64, (key >> 64) as u64);
+        let m = (lo ^ 0x243F_6A88_85A3_08D3) as u128 * (hi ^ 0x1319_8A2E_0370_7344) as u128;
+        let h = (m as u64) ^ ((m >> 64) as u64);
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKETS.trailing_zeros())) as usize
+    }
+
+    /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
+    #[inline(always)]
+    pub(super) fn get(&self, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
+        let bucket = &self.buckets[Self::bucket(key)];
+        for slot in &bucket.0 {
+            if slot.key == key && slot.model == model {
+                let n = slot
+                    .ids
+                    .iter()
+                    .position(|&id| id == NONE)
+                    .unwrap_or(MAX_IDS);
+                out.extend_from_slice(&slot.ids[..n]);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
+    #[inline]
+    pub(super) fn put(&mut self, model: u32, key: u128, ids: &[u32]) {
+        debug_assert!((1..=MAX_IDS).contains(&ids.len()));
+        let mut slot = EMPTY;
+        slot.key = key;
+        slot.model = model;
+        slot.ids[..ids.len()].copy_from_slice(ids);
+        let bucket = &mut self.buckets[Self::bucket(key)];
+        bucket.0[1] = bucket.0[0];
+        bucket.0[0] = slot;
+    }
+
+    /// Appends the cached ids of a long piece under `model` to `out`; false on a miss.
+    #[inline]
+    pub(super) fn get_long(&self, model: u32, piece: &[u8], out: &mut Vec<u32>) -> bool {
+        match self.long.get(piece) {
+            Some((m, ids)) if *m == model => {
+                out.extend_from_slice(ids);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Remembers the ids of a long piece under `model`, emptying the map first when it is full.
+    pub(super) fn put_long(&mut self, model: u32, piece: &[u8], ids: &[u32]) {
+        let size = piece.len() + 4 * ids.len();
+        if self.long_bytes + size > LONG_BYTES {
+            self.long = FxHashMap::default();
+            self.long_bytes = 0;
+        }
+        let old = self.long.insert(piece.into(), (model, ids.into()));
+        self.long_bytes += size;
+        if let Some((_, old_ids)) = old {
+            // The same bytes under another model: its key was counted already.
+            self.long_bytes -= piece.len() + 4 * old_ids.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::bpe::BpeModel;
+    use crate::pre_tokenizers::scanners::tests::{corpus_texts, Rng, ALPHABET};
+    use crate::pre_tokenizers::PreTokenizer;
+    use crate::tokenizer::{AllowedSpecial, Tokenizer};
+
+    /// cl100k and o200k from the shared vocabularies, with their preset scanners.
+    fn openai_tokenizers() -> Vec<Tokenizer> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora/vocab");
+        ["cl100k", "o200k"]
+            .iter()
+            .map(|name| {
+                let path = dir.join(format!("{name}_base.tiktoken.gz"));
+                let ranks = crate::formats::tiktoken::read_ranks(&path).unwrap();
+                let model = BpeModel::from_ranks(ranks, name).unwrap();
+                Tokenizer::new(PreTokenizer::new(name).unwrap(), model, vec![]).unwrap()
+            })
+            .collect()
+    }
+
+    /// The ids of `text` with every piece merged afresh, bypassing the cache.
+    fn uncached(tok: &Tokenizer, text: &str) -> Vec<u32> {
+        let model = tok.model().as_bpe().unwrap();
+        let mut out = Vec::new();
+        tok.pre_tokenizer()
+            .split(text, |piece| model.encode_piece(piece.as_bytes(), &mut out))
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn cached_encoding_equals_uncached_on_the_corpora_with_two_models_in_turn() {
+        // Both models share this thread's cache; two passes over the corpora, each text encoded
+        // by one model then the other: the first pass fills the tables (and evicts), the second
+        // is mostly hits, and entries of one model must never answer for the other.
+        let toks = openai_tokenizers();
+        let texts = corpus_texts();
+        for pass in 0..2 {
+            for (name, text) in &texts {
+                for tok in &toks {
+                    let got = tok.encode(text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, text), "pass {pass}, {name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cached_encoding_equals_uncached_on_generated_text() {
+        // Pieces around the 15/16-byte limit of the packed keys and the long map's limit:
+        // runs of letters, digits, apostrophes, whitespace, zero bytes, emoji and CJK.
+        let toks = openai_tokenizers();
+        let extra = [
+            "\0",
+            "\0\0",
+            "aaaaaaaaaaaaaaa",
+            "0123456789",
+            "😀😀",
+            "ééééééé",
+            "中文字",
+        ];
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for case in 0..20_000 {
+            let sub: Vec<&str> = (0..rng.below(5) + 2)
+                .map(|_| {
+                    let k = rng.below(ALPHABET.len() + extra.len());
+                    if k < ALPHABET.len() {
+                        ALPHABET[k]
+                    } else {
+                        extra[k - ALPHABET.len()]
+                    }
+                })
+                .collect();
+            let len = rng.below(if case % 8 == 0 { 400 } else { 40 }) + 1;
+            let text: String = (0..len).map(|_| sub[rng.below(sub.len())]).collect();
+            // Twice: a miss then (unless evicted) a hit.
+            for _ in 0..2 {
+                for tok in &toks {
+                    let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, &text), "case {case}: {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_long_map_is_emptied_when_full_and_keeps_answering_right() {
+        let mut cache = PieceCache::new();
+        let piece = |i: usize| format!("{i:0>40}");
+        let per_entry = 40 + 4;
+        let count = 3 * LONG_BYTES / per_entry;
+        for i in 0..count {
+            cache.put_long(1, piece(i).as_bytes(), &[i as u32]);
+            assert!(cache.long_bytes <= LONG_BYTES);
+        }
+        let mut out = Vec::new();
+        assert!(cache.get_long(1, piece(count - 1).as_bytes(), &mut out));
+        assert_eq!(out, [count as u32 - 1]);
+        assert!(!cache.get_long(2, piece(count - 1).as_bytes(), &mut out));
+        assert!(!cache.get_long(1, piece(0).as_bytes(), &mut out));
+    }
+
+    #[test]
+    fn keys_differ_for_every_pair_of_distinct_short_pieces() {
+        // Every piece over a small alphabet (including the zero byte, so padding cannot hide a
+        // length) up to 15 bytes long at the lengths where the loads change shape.
+        let alphabet = [0u8, 1, b'a', 0xFF];
+        let mut seen = std::collections::HashMap::new();
+        for n in 1..=MAX_PIECE {
+            for seed in 0..300u32 {
+                let p: Vec<u8> = (0..n)
+                    .map(|i| alphabet[((seed.wrapping_mul(2654435761) >> (i * 2)) & 3) as usize])
+                    .collect();
+                if let Some(prev) = seen.insert(key_of(&p), p.clone()) {
+                    assert_eq!(prev, p, "two pieces share a key");
+                }
+            }
+        }
+        // Each position of each length changes the key.
+        for n in 1..=MAX_PIECE {
+            let base = vec![b'x'; n];
+            for i in 0..n {
+                let mut other = base.clone();
+                other[i] = b'y';
+                assert_ne!(key_of(&base), key_of(&other), "length {n}, byte {i}");
+            }
+            assert_ne!(key_of(&base), 0);
+        }
+    }
+
+    #[test]
+    fn entries_of_another_model_are_misses_and_the_table_stays_bounded() {
+        let mut cache = PieceCache::new();
+        let key = key_of(b" hello");
+        cache.put(7, key, &[1, 2]);
+        let mut out = Vec::new();
+        assert!(!cache.get(8, key, &mut out));
+        assert!(cache.get(7, key, &mut out));
+        assert_eq!(out, [1, 2]);
+        // Many more entries than slots: the table keeps its size and the newest entries.
+        for i in 0..(4 * BUCKETS as u32) {
+            let piece = format!("w{i}");
+            cache.put(7, key_of(piece.as_bytes()), &[i]);
+        }
+        assert_eq!(cache.buckets.len(), BUCKETS);
+        let mut out = Vec::new();
+        let last = 4 * BUCKETS as u32 - 1;
+        assert!(cache.get(7, key_of(format!("w{last}").as_bytes()), &mut out));
+        assert_eq!(out, [last]);
+    }
+}
