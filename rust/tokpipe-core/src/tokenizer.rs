@@ -417,6 +417,15 @@ impl Tokenizer {
             ModelWrapper::WordPiece(model) => {
                 return self.pre.split(text, |word| model.encode_word(word, out));
             }
+            // Unigram cut into words (T5's Metaspace with `split`): each word through this
+            // thread's word cache, since text repeats its words and a word's ids depend on it
+            // alone.
+            ModelWrapper::Unigram(model) if !matches!(self.pre, PreTokenizer::Whole) => {
+                return model.with_word_cache(|words| {
+                    self.pre
+                        .for_each_piece(text, at_start, &mut |p| words.encode(p, out))
+                });
+            }
             // sentencepiece-style models (Unigram, character-level BPE): the text whole, or the
             // pieces of a pre-tokenizer that may rewrite it (Metaspace).
             model => {

@@ -406,6 +406,28 @@ fn hf_units(map: &CharsMap, text: &str, mut emit: impl FnMut(usize, &str, &str))
     let mut before: Option<char> = None;
     let mut i = 0;
     while let Some(c) = char_at(i) {
+        // A run of ASCII characters without a rule of their own (most of English text), each
+        // followed by ASCII and none a CR: all alone (plain between plain neighbours, no CR LF
+        // pair) and unchanged, so skipped in one tight loop.
+        if c.is_ascii() && before.is_none_or(|b| b.is_ascii() && b != '\r') {
+            let mut j = i;
+            while j + 1 < bytes.len()
+                && bytes[j + 1] < 0x80
+                && bytes[j] != b'\r'
+                && map.ascii_hf_rule(bytes[j]).is_none()
+            {
+                j += 1;
+            }
+            if j > i {
+                if stretch_from < i {
+                    hf_units_segmented(map, &text[stretch_from..i], stretch_from, &mut emit);
+                }
+                stretch_from = j;
+                before = Some(bytes[j - 1] as char);
+                i = j;
+                continue;
+            }
+        }
         let end = i + c.len_utf8();
         let after = char_at(end);
         let alone = is_plain(c)

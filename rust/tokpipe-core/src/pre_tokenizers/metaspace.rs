@@ -34,6 +34,17 @@ impl PrependScheme {
     }
 }
 
+/// What opens a piece that [`Metaspace::for_each_piece`] is reading.
+#[derive(Clone, Copy)]
+enum Opens {
+    /// Nothing: the text's first piece, with no replacement put in front.
+    Nothing,
+    /// A replacement for a space, or the prepended one.
+    Rep,
+    /// The replacement already in the text at this byte.
+    InText(usize),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metaspace {
     pub replacement: char,
@@ -75,6 +86,67 @@ impl Metaspace {
         Cow::Owned(out)
     }
 
+    /// [`Metaspace::transform`] then [`Metaspace::split`] in one pass, with the same pieces:
+    /// with `split`, a piece is a replacement and the text up to the next space or
+    /// replacement, so it is cut straight from `text` (a replacement already there) or put
+    /// together in a small buffer (a space), and the rewritten text is never built.
+    pub fn for_each_piece(&self, text: &str, at_start: bool, emit: &mut dyn FnMut(&str)) {
+        // A space as the replacement would make every space both kinds of cut.
+        if !self.split || self.replacement == ' ' {
+            let t = self.transform(text, at_start);
+            self.split(&t, emit);
+            return;
+        }
+        if text.is_empty() {
+            return;
+        }
+        let mut rep = [0u8; 4];
+        let rep: &str = self.replacement.encode_utf8(&mut rep);
+        let prepend = !text.starts_with(' ')
+            && !text.starts_with(self.replacement)
+            && match self.prepend_scheme {
+                PrependScheme::Always => true,
+                PrependScheme::First => at_start,
+                PrependScheme::Never => false,
+            };
+        let bytes = text.as_bytes();
+        let first = rep.as_bytes()[0];
+        let mut piece = String::new();
+        // The current piece: `text[start..i]` after what opens it.
+        let mut opens = if prepend { Opens::Rep } else { Opens::Nothing };
+        let mut start = 0;
+        let mut i = 0;
+        let mut flush = |opens: Opens, start: usize, end: usize| match opens {
+            Opens::Nothing if start < end => emit(&text[start..end]),
+            Opens::Nothing => {}
+            Opens::InText(at) => emit(&text[at..end]),
+            Opens::Rep => {
+                piece.clear();
+                piece.push_str(rep);
+                piece.push_str(&text[start..end]);
+                emit(&piece);
+            }
+        };
+        // A plain loop: in prose a cut comes every few bytes, too often for `memchr` calls.
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b' ' {
+                flush(opens, start, i);
+                opens = Opens::Rep;
+                i += 1;
+                start = i;
+            } else if b == first && bytes[i..].starts_with(rep.as_bytes()) {
+                flush(opens, start, i);
+                opens = Opens::InText(i);
+                i += rep.len();
+                start = i;
+            } else {
+                i += 1;
+            }
+        }
+        flush(opens, start, bytes.len());
+    }
+
     /// Calls `emit` with each piece of already transformed text: cut before every replacement
     /// character when `split`, else the whole text.
     pub fn split<'a>(&self, text: &'a str, emit: &mut dyn FnMut(&'a str)) {
@@ -111,6 +183,49 @@ mod tests {
         let mut out = Vec::new();
         m.split(&t, &mut |p| out.push(p.to_string()));
         out
+    }
+
+    #[test]
+    fn one_pass_pieces_equal_transform_then_split() {
+        let alphabet = [
+            ' ', ' ', ' ', '\t', '\n', '\r', '\u{a0}', '\u{301}', '▁', '_', 'a', 'é', 'ぁ', '日',
+        ];
+        let mut rng = crate::util::SplitMix64::new(11);
+        let mut texts: Vec<String> = (0..3000)
+            .map(|_| {
+                let len = (rng.next_u64() % 16) as usize;
+                (0..len)
+                    .map(|_| alphabet[(rng.next_u64() % alphabet.len() as u64) as usize])
+                    .collect()
+            })
+            .collect();
+        for name in ["botchan.txt", "wagahaiwa_nekodearu.txt"] {
+            let text = crate::util::shared_text(name);
+            texts.extend(text.lines().take(500).map(str::to_string));
+            texts.push(text);
+        }
+        for replacement in ['▁', '_', ' '] {
+            for prepend_scheme in [
+                PrependScheme::First,
+                PrependScheme::Never,
+                PrependScheme::Always,
+            ] {
+                for split in [true, false] {
+                    let m = Metaspace {
+                        replacement,
+                        prepend_scheme,
+                        split,
+                    };
+                    for text in &texts {
+                        for at_start in [true, false] {
+                            let mut got = Vec::new();
+                            m.for_each_piece(text, at_start, &mut |p| got.push(p.to_string()));
+                            assert_eq!(got, pieces(&m, text, at_start), "{m:?} {text:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -213,9 +213,12 @@ impl PreTokenizer {
     ) -> Result<()> {
         match self {
             PreTokenizer::Metaspace(m) => {
-                let t = m.transform(text, at_start);
-                m.split(&t, emit);
+                m.for_each_piece(text, at_start, emit);
                 Ok(())
+            }
+            // Converters wrap a lone Metaspace in a Sequence: no copies of its pieces.
+            PreTokenizer::Sequence(steps) if steps.len() == 1 => {
+                steps[0].for_each_piece(text, at_start, emit)
             }
             PreTokenizer::Sequence(steps) => {
                 let mut pieces: Vec<String> = vec![text.to_string()];

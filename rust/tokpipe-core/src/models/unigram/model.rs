@@ -128,6 +128,9 @@ pub struct UnigramModel {
     max_piece_bytes: usize,
     /// What a `.model` held beyond the pieces, for writing it back unchanged.
     pub(crate) spm_extras: Option<std::sync::Arc<SpmExtras>>,
+    /// This model's key in the per-thread word cache ([`super::word_cache`]); the model never
+    /// changes after it is built, so its clones share it.
+    pub(super) cache_id: u32,
 }
 
 impl UnigramModel {
@@ -238,6 +241,7 @@ impl UnigramModel {
             unk_score64,
             max_piece_bytes: keys_max,
             spm_extras: None,
+            cache_id: super::word_cache::new_cache_id(),
         })
     }
 
