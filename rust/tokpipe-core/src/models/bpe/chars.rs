@@ -55,6 +55,7 @@
 // either; edited ones may.
 
 use super::model::{merge_table, pair_key, BpeModel, MergeRule, NO_TOKEN, SHORT_PIECE};
+use super::pair_table::PairTable;
 use super::splits::two_token_splits;
 use crate::error::{Error, Result};
 use crate::models::pieces::{
@@ -377,9 +378,10 @@ impl BpeModel {
             tokens,
             token_to_id,
             byte_ids: [NO_TOKEN; 256],
-            merges,
+            merges: PairTable::new(&merges),
             merge_list,
             atomic: vec![false; n],
+            short_tokens: Default::default(),
             rule,
             ignore_merges,
             chars: Some(Box::new(c)),
@@ -473,7 +475,7 @@ impl BpeModel {
         let mut all: Vec<[u32; 4]> = self
             .merges
             .iter()
-            .map(|(&k, &(prio, id))| [prio, id, (k >> 32) as u32, k as u32])
+            .map(|(k, (prio, id))| [prio, id, (k >> 32) as u32, k as u32])
             .collect();
         all.sort_unstable_by(|a, b| {
             (a[0], a[1], text(a[2]), text(a[3])).cmp(&(b[0], b[1], text(b[2]), text(b[3])))

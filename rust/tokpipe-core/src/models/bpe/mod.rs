@@ -3,7 +3,9 @@
 
 mod chars;
 mod model;
+mod pair_table;
 mod piece_cache;
+mod short_tokens;
 mod splits;
 pub mod trainer;
 

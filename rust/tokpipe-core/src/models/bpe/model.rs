@@ -27,6 +27,10 @@
 //! (Over 500 lines: 78 of them are its unit tests; the rest is one model: its merge table, built
 //! for both rule sets, the short and long merge loops that read it, and the cached entry point.)
 
+pub(super) use super::pair_table::pair_key;
+use super::pair_table::PairTable;
+use super::piece_cache::{key_of, MAX_PIECE};
+use super::short_tokens::ShortTokens;
 use crate::error::{shown, Error, Result};
 use rustc_hash::FxHashMap;
 use std::collections::BinaryHeap;
@@ -57,12 +61,14 @@ pub struct BpeModel {
     pub(super) tokens: Vec<Option<Box<[u8]>>>,
     pub(super) token_to_id: FxHashMap<Box<[u8]>, u32>,
     pub(super) byte_ids: [u32; 256],
-    /// (left, right) -> (priority, merged id), keyed as `left << 32 | right`.
-    pub(super) merges: FxHashMap<u64, (u32, u32)>,
+    /// (left, right) -> (priority, merged id) ([`super::pair_table`]).
+    pub(super) merges: PairTable,
     /// Listed merges in priority order (only kept for `MergeRule::Listed`, for saving).
     pub(super) merge_list: Vec<(u32, u32)>,
     /// Whether looking a whole piece up gives the same ids as merging it.
     pub(super) atomic: Vec<bool>,
+    /// The atomic tokens of 2 to 15 bytes, for byte-level models ([`super::short_tokens`]).
+    pub(super) short_tokens: ShortTokens,
     pub(super) rule: MergeRule,
     /// A piece that is a token is returned whole (tiktoken; HF `ignore_merges`).
     pub(super) ignore_merges: bool,
@@ -125,10 +131,6 @@ pub(super) fn merge_table(
     Ok(merges)
 }
 
-pub(super) fn pair_key(left: u32, right: u32) -> u64 {
-    ((left as u64) << 32) | right as u64
-}
-
 impl BpeModel {
     /// Builds a model from tiktoken ranks: `(token bytes, rank)`; the rank is the token id.
     pub fn from_ranks(ranks: Vec<(Vec<u8>, u32)>, source: &str) -> Result<Self> {
@@ -139,18 +141,32 @@ impl BpeModel {
             merges.insert(pair_key(l, r), (id, id));
         }
         let atomic = vec![true; tokens.len()];
-        Ok(BpeModel {
+        let mut model = BpeModel {
             tokens,
             token_to_id,
             byte_ids,
-            merges,
+            merges: PairTable::new(&merges),
             merge_list: Vec::new(),
             atomic,
+            short_tokens: ShortTokens::default(),
             rule: MergeRule::Ranks,
             ignore_merges: true,
             chars: None,
             cache_id: super::piece_cache::new_cache_id(),
-        })
+        };
+        model.index_short_tokens();
+        Ok(model)
+    }
+
+    /// Fills [`BpeModel::short_tokens`] from the atomic tokens (byte-level models).
+    fn index_short_tokens(&mut self) {
+        let atomic = &self.atomic;
+        let short = ShortTokens::new(
+            self.tokens()
+                .filter(|&(id, _)| atomic[id as usize])
+                .map(|(id, bytes)| (bytes, id)),
+        );
+        self.short_tokens = short;
     }
 
     /// Builds a model from a vocabulary and an ordered merge list of `(left, right)` token ids.
@@ -167,10 +183,11 @@ impl BpeModel {
         let merges = merge_table(&tokens, &token_to_id, &merge_list, source)?;
         let mut model = BpeModel {
             atomic: vec![false; tokens.len()],
+            short_tokens: ShortTokens::default(),
             tokens,
             token_to_id,
             byte_ids,
-            merges,
+            merges: PairTable::new(&merges),
             merge_list,
             rule: MergeRule::Listed,
             ignore_merges,
@@ -179,6 +196,7 @@ impl BpeModel {
         };
         if ignore_merges {
             model.atomic = model.tokens.iter().map(Option::is_some).collect();
+            model.index_short_tokens();
             return Ok(model);
         }
         // A token is atomic when merging its own bytes gives back exactly that token.
@@ -198,6 +216,7 @@ impl BpeModel {
                 .collect()
         };
         model.atomic = atomic;
+        model.index_short_tokens();
         Ok(model)
     }
 
@@ -313,7 +332,7 @@ impl BpeModel {
                 let mut all: Vec<(u32, u32, u32)> = self
                     .merges
                     .iter()
-                    .map(|(&k, &(prio, _))| (prio, (k >> 32) as u32, k as u32))
+                    .map(|(k, (prio, _))| (prio, (k >> 32) as u32, k as u32))
                     .collect();
                 all.sort_unstable();
                 all.into_iter().map(|(_, l, r)| (l, r)).collect()
@@ -333,6 +352,10 @@ impl BpeModel {
                 out.push(id);
             }
             return;
+        }
+        // (An empty piece, possible from a custom pattern, goes on to the map and gets no ids.)
+        if (2..=MAX_PIECE).contains(&piece.len()) {
+            return self.encode_short(key_of(piece), piece, out);
         }
         if let Some(&id) = self.token_to_id.get(piece) {
             if self.atomic[id as usize] {
@@ -366,7 +389,7 @@ impl BpeModel {
         piece: &[u8],
         out: &mut Vec<u32>,
     ) {
-        use super::piece_cache::{key_of, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE};
+        use super::piece_cache::{MAX_IDS, MAX_LONG_PIECE};
         if piece.len() > MAX_PIECE {
             if piece.len() > MAX_LONG_PIECE {
                 return self.encode_piece(piece, out);
@@ -390,7 +413,7 @@ impl BpeModel {
             return;
         }
         let start = out.len();
-        self.encode_piece(piece, out);
+        self.encode_short(key, piece, out);
         let ids = &out[start..];
         match ids.len() {
             0 => {}
@@ -399,9 +422,19 @@ impl BpeModel {
         }
     }
 
-    #[inline]
+    /// A byte-level piece of 2 to `MAX_PIECE` bytes, of key `key`: its id when it is an atomic
+    /// token, else the merge loop's ids.
+    #[inline(always)]
+    fn encode_short(&self, key: u128, piece: &[u8], out: &mut Vec<u32>) {
+        match self.short_tokens.get(key) {
+            Some(id) => out.push(id),
+            None => self.merge_piece(piece, out),
+        }
+    }
+
+    #[inline(always)]
     pub(super) fn merge_of(&self, left: u32, right: u32) -> Option<(u32, u32)> {
-        self.merges.get(&pair_key(left, right)).copied()
+        self.merges.get(left, right)
     }
 
     /// Runs the merge loop over `piece`'s bytes (no whole-piece lookup).
@@ -611,7 +644,7 @@ mod tests {
         let model = BpeModel::from_ranks(vocab, "x").unwrap();
         assert_eq!(model.merge_of(b'a' as u32, 256), Some((257, 257)));
         assert_eq!(model.merge_of(256, b'a' as u32), Some((257, 257)));
-        assert_eq!(model.merges.len(), 2);
+        assert_eq!(model.merges.iter().count(), 2);
         let mut out = Vec::new();
         model.encode_piece(&long, &mut out);
         assert_eq!(out, vec![257]);

@@ -148,6 +148,16 @@ pub(super) fn key_of(p: &[u8]) -> u128 {
     lo as u128 | (hi as u128) << 64 | (n as u128) << 120
 }
 
+/// A hash of a [`key_of`] key whose high bits are the ones to index a table with.
+#[inline(always)]
+pub(super) fn hash_key(key: u128) -> u64 {
+    // A folded multiply mixes every bit of the key into the high bits used as the index.
+    let (lo, hi) = (key as u64, (key >> 64) as u64);
+    let m = (lo ^ 0x243F_6A88_85A3_08D3) as u128 * (hi ^ 0x1319_8A2E_0370_7344) as u128;
+    let h = (m as u64) ^ ((m >> 64) as u64);
+    h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 impl PieceCache {
     fn new() -> Self {
         PieceCache {
@@ -159,11 +169,7 @@ impl PieceCache {
 
     #[inline(always)]
     fn bucket(key: u128) -> usize {
-        // A folded multiply mixes every bit of the key into the high bits used as the index.
-        let (lo, hi) = (key as u64, (key >> 64) as u64);
-        let m = (lo ^ 0x243F_6A88_85A3_08D3) as u128 * (hi ^ 0x1319_8A2E_0370_7344) as u128;
-        let h = (m as u64) ^ ((m >> 64) as u64);
-        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BUCKETS.trailing_zeros())) as usize
+        (hash_key(key) >> (64 - BUCKETS.trailing_zeros())) as usize
     }
 
     /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
