@@ -19,8 +19,9 @@ reads the same documents' prefix). Each size runs, one after the other:
 
 Measured per command: wall time, CPU (user + system of the finished children, from
 ``getrusage``), peak RSS of the process tree (``/proc`` sampled every 0.25 s: the sum over the
-tree, which counts pages shared between forked workers once per process, and the largest
-single process), and the peak disk of its output folder (staging included, sampled every
+tree, which counts pages shared between forked workers once per process, the largest
+single process, and the largest anonymous RSS: a process's own memory without the file pages it
+maps, such as ``minhash_dedup``'s memory-mapped signatures, which are page cache), and the peak disk of its output folder (staging included, sampled every
 second). Then the output folders' disk, the documents in and kept, and the recall of the planted
 pairs (``planted.tsv``): of the ``near`` pairs whose two documents both reached
 ``minhash_dedup`` (neither is in another stage's ``rejected/STAGE`` folder) and are still
@@ -93,22 +94,35 @@ def _children_map() -> dict[int, list[int]]:
     return kids
 
 
-def _tree_rss(root: int) -> tuple[int, int, int]:
-    """(sum of RSS, largest RSS, processes) over ``root`` and its descendants, in bytes."""
+def _anon_bytes(pid: int) -> int:
+    """The process's anonymous resident memory (``RssAnon``): its own heap, without the
+    file-backed pages it maps (a memory-mapped scratch file is page cache the kernel can drop,
+    yet ``statm``'s RSS counts it)."""
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _tree_rss(root: int) -> tuple[int, int, int, int]:
+    """(sum of RSS, largest RSS, processes, largest anonymous RSS) over ``root`` and its
+    descendants, in bytes."""
     kids = _children_map()
-    todo, total, largest, count = [root], 0, 0, 0
+    todo, total, largest, count, anon = [root], 0, 0, 0, 0
     while todo:
         pid = todo.pop()
         todo.extend(kids.get(pid, ()))
         try:
             with open(f"/proc/{pid}/statm", "rb") as f:
                 rss = int(f.read().split()[1]) * PAGE
+            anon = max(anon, _anon_bytes(pid))
         except (OSError, IndexError, ValueError):
             continue
         total += rss
         largest = max(largest, rss)
         count += 1
-    return total, largest, count
+    return total, largest, count, anon
 
 
 def disk_bytes(path: Path) -> int:
@@ -136,14 +150,15 @@ def measure(command: list[str], disk_path: Path) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(command)
-    peak = {"rss_sum": 0, "rss_max": 0, "procs": 0, "disk": 0}
+    peak = {"rss_sum": 0, "rss_max": 0, "procs": 0, "disk": 0, "anon_max": 0}
     timeline = []  # one sample a second: when the memory peaks, which phase it is
     stop = threading.Event()
 
     def sample() -> None:
         last_disk = 0.0
         while not stop.is_set():
-            total, largest, count = _tree_rss(proc.pid)
+            total, largest, count, anon = _tree_rss(proc.pid)
+            peak["anon_max"] = max(peak["anon_max"], anon)
             peak["rss_sum"] = max(peak["rss_sum"], total)
             peak["rss_max"] = max(peak["rss_max"], largest)
             peak["procs"] = max(peak["procs"], count)
@@ -153,7 +168,7 @@ def measure(command: list[str], disk_path: Path) -> dict:
                 peak["disk"] = max(peak["disk"], disk)
                 last_disk = now
                 timeline.append([round(now - start, 1), round(total / MIB), round(largest / MIB), count,
-                                 round(disk / MIB)])
+                                 round(disk / MIB), round(anon / MIB)])
             stop.wait(0.25)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -168,8 +183,9 @@ def measure(command: list[str], disk_path: Path) -> dict:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_tree_mib": round(peak["rss_sum"] / MIB, 1),
             "peak_rss_largest_mib": round(peak["rss_max"] / MIB, 1), "max_processes": peak["procs"],
+            "peak_anon_largest_mib": round(peak["anon_max"] / MIB, 1),
             "peak_disk_mib": round(peak["disk"] / MIB, 1),
-            "timeline": {"columns": ["s", "rss_tree_mib", "rss_largest_mib", "processes", "disk_mib"],
+            "timeline": {"columns": ["s", "rss_tree_mib", "rss_largest_mib", "processes", "disk_mib", "anon_largest_mib"],
                          "rows": timeline}}
 
 
@@ -180,7 +196,7 @@ def recall(clean: Path, planted: list[dict], threshold: float, dedup_stage: str 
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    ids = pa.array(sorted({p["copy_id"] for p in planted} | {p["original_id"] for p in planted}))
+    ids = pa.array(sorted({p["copy_id"] for p in planted} | {p["original_id"] for p in planted}), type=pa.string())
     dropped_elsewhere: set[str] = set()
     dropped_by_dedup: dict[str, str] = {}
     for folder in sorted((clean / "rejected").iterdir()):
@@ -311,7 +327,7 @@ def _kept(manifest: dict) -> int:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| docs | input GB | kept | clean wall s | clean CPU s | clean peak RSS tree / largest MiB | "
+    print("| docs | input GB | kept | clean wall s | clean CPU s | clean peak RSS tree / largest / largest anonymous MiB | "
           "clean peak disk MiB | tokenize wall s | tokenize CPU s | tokenize peak RSS tree / largest MiB | "
           "tokens | output disk MiB (data + rejected + tokens) | recall | control dropped |")
     print("|" + "---|" * 14)
@@ -319,7 +335,8 @@ def print_table(rows: list[dict]) -> None:
         c, t, d = r["clean"], r["tokenize"], r["disk_mib"]
         near, control = r["recall"]["near_at_dedup"], r["recall"]["control"]
         print(f"| {r['docs']:,} | {r['input_bytes'] / 1e9:.2f} | {r['kept']:,} | {c['wall_s']:.0f} | {c['cpu_s']:.0f} | "
-              f"{c['peak_rss_tree_mib']:.0f} / {c['peak_rss_largest_mib']:.0f} | {c['peak_disk_mib']:.0f} | "
+              f"{c['peak_rss_tree_mib']:.0f} / {c['peak_rss_largest_mib']:.0f} / {c['peak_anon_largest_mib']:.0f} | "
+              f"{c['peak_disk_mib']:.0f} | "
               f"{t['wall_s']:.0f} | {t['cpu_s']:.0f} | {t['peak_rss_tree_mib']:.0f} / {t['peak_rss_largest_mib']:.0f} | "
               f"{r['tokens']:,} | {d['clean_data']:.0f} + {d['clean_rejected']:.0f} + {d['tokens']:.0f} | "
               f"{near['recall']} ({near['dropped_one']}/{near['reached_dedup']}) | "
