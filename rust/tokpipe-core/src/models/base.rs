@@ -8,6 +8,7 @@ use crate::corpus::{CorpusOptions, CorpusReport};
 use crate::error::{shown, Error, Result};
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Ids above this many past twice the vocabulary size are refused (see [`id_limit`]).
 pub const ID_SLACK: usize = 1 << 20;
@@ -79,4 +80,18 @@ pub trait Trainer: Send {
     fn feed_files(&mut self, paths: &[PathBuf], opts: &CorpusOptions) -> Result<CorpusReport>;
     /// Learns from everything fed so far.
     fn train(self) -> Result<Self::Trained>;
+}
+
+/// The next model's cache id; 0 is kept for "not cached". One counter for the per-thread
+/// caches of every family (BPE's piece cache, Unigram's word cache): an entry tagged with its
+/// model's id is never an answer for another model.
+static NEXT_CACHE_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A cache id for a new model: unique in the process, or 0 (no caching) once they run out.
+pub(crate) fn new_cache_id() -> u32 {
+    NEXT_CACHE_ID
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n != u32::MAX).then_some(n + 1)
+        })
+        .unwrap_or(0)
 }

@@ -53,6 +53,17 @@ pub struct Metaspace {
 }
 
 impl Metaspace {
+    /// Whether the replacement goes before `text` (which starts the input when `at_start`).
+    fn prepends(&self, text: &str, at_start: bool) -> bool {
+        !text.starts_with(' ')
+            && !text.starts_with(self.replacement)
+            && match self.prepend_scheme {
+                PrependScheme::Always => true,
+                PrependScheme::First => at_start,
+                PrependScheme::Never => false,
+            }
+    }
+
     /// The text with spaces replaced and the replacement prepended; `at_start`: the text
     /// starts the input (for [`PrependScheme::First`]). Empty text stays empty.
     pub fn transform<'a>(&self, text: &'a str, at_start: bool) -> Cow<'a, str> {
@@ -61,13 +72,7 @@ impl Metaspace {
         }
         let mut rep = [0u8; 4];
         let rep: &str = self.replacement.encode_utf8(&mut rep);
-        let prepend = !text.starts_with(' ')
-            && !text.starts_with(self.replacement)
-            && match self.prepend_scheme {
-                PrependScheme::Always => true,
-                PrependScheme::First => at_start,
-                PrependScheme::Never => false,
-            };
+        let prepend = self.prepends(text, at_start);
         if !prepend && !text.contains(' ') {
             return Cow::Borrowed(text);
         }
@@ -102,13 +107,7 @@ impl Metaspace {
         }
         let mut rep = [0u8; 4];
         let rep: &str = self.replacement.encode_utf8(&mut rep);
-        let prepend = !text.starts_with(' ')
-            && !text.starts_with(self.replacement)
-            && match self.prepend_scheme {
-                PrependScheme::Always => true,
-                PrependScheme::First => at_start,
-                PrependScheme::Never => false,
-            };
+        let prepend = self.prepends(text, at_start);
         let bytes = text.as_bytes();
         let first = rep.as_bytes()[0];
         let mut piece = String::new();

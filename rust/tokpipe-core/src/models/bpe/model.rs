@@ -152,7 +152,7 @@ impl BpeModel {
             rule: MergeRule::Ranks,
             ignore_merges: true,
             chars: None,
-            cache_id: super::piece_cache::new_cache_id(),
+            cache_id: crate::models::base::new_cache_id(),
         };
         model.index_short_tokens();
         Ok(model)
@@ -192,7 +192,7 @@ impl BpeModel {
             rule: MergeRule::Listed,
             ignore_merges,
             chars: None,
-            cache_id: super::piece_cache::new_cache_id(),
+            cache_id: crate::models::base::new_cache_id(),
         };
         if ignore_merges {
             model.atomic = model.tokens.iter().map(Option::is_some).collect();

@@ -32,7 +32,6 @@
 
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Longest piece cached, in bytes (its bytes and length fit a `u128` key).
 pub(super) const MAX_PIECE: usize = 15;
@@ -89,18 +88,6 @@ pub(super) struct PieceCache {
 
 thread_local! {
     static CACHE: RefCell<Option<PieceCache>> = const { RefCell::new(None) };
-}
-
-/// The next model's cache id; 0 is kept for "not cached".
-static NEXT_ID: AtomicU32 = AtomicU32::new(1);
-
-/// A cache id for a new model: unique in the process, or 0 (no caching) once they run out.
-pub(super) fn new_cache_id() -> u32 {
-    NEXT_ID
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n != u32::MAX).then_some(n + 1)
-        })
-        .unwrap_or(0)
 }
 
 /// Runs `f` with this thread's cache, created on first use; `None` if the cache is already in

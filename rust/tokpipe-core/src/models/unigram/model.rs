@@ -241,7 +241,7 @@ impl UnigramModel {
             unk_score64,
             max_piece_bytes: keys_max,
             spm_extras: None,
-            cache_id: super::word_cache::new_cache_id(),
+            cache_id: crate::models::base::new_cache_id(),
         })
     }
 

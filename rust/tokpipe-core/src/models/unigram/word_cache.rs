@@ -25,7 +25,6 @@ use super::UnigramModel;
 use hashbrown::HashTable;
 use std::cell::RefCell;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Longest word cached, in bytes.
 pub(super) const MAX_WORD: usize = 64;
@@ -63,18 +62,6 @@ pub(super) struct WordCache {
 
 thread_local! {
     static CACHE: RefCell<WordCache> = RefCell::new(WordCache::default());
-}
-
-/// The next model's cache id; 0 is kept for "not cached".
-static NEXT_ID: AtomicU32 = AtomicU32::new(1);
-
-/// A cache id for a new model: unique in the process, or 0 (no caching) once they run out.
-pub(super) fn new_cache_id() -> u32 {
-    NEXT_ID
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n != u32::MAX).then_some(n + 1)
-        })
-        .unwrap_or(0)
 }
 
 /// A word of up to [`MAX_PACKED`] bytes and its length in 16 bytes (the length in the last,
