@@ -6,6 +6,9 @@ A kernel takes a string column through the Arrow C data interface (the capsules 
 it, and turns the kernel's bytes back into numpy arrays of the right type and shape, or into
 Arrow arrays. The layouts the kernels write (little-endian, column after column or row after
 row) are spelled here alone.
+
+(Over 500 lines: it is the one gate, so every kernel's typed wrapper lives here, with the
+buffer conversions they share: ``numpy_of``, ``arrow_of``, ``flags_of``, ``string_array``.)
 """
 
 from __future__ import annotations
