@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Which special tokens `encode` turns into their ids. Anything not allowed is encoded as the
 /// ordinary text it is, as tiktoken's `encode_ordinary` does.
@@ -463,7 +464,7 @@ impl Tokenizer {
         num_threads: Option<usize>,
     ) -> Result<Vec<Vec<u32>>> {
         let pool = thread_pool(num_threads)?;
-        self.encode_in(pool.as_ref(), texts, allowed, false)
+        self.encode_in(pool.as_deref(), texts, allowed, false)
     }
 
     /// [`Tokenizer::encode_batch`] handing the ids over in chunks of about `chunk_bytes` of
@@ -485,7 +486,7 @@ impl Tokenizer {
     ) -> Result<()> {
         let pool = thread_pool(num_threads)?;
         let encode =
-            |chunk: &[&str]| self.encode_in(pool.as_ref(), chunk, allowed, add_special_tokens);
+            |chunk: &[&str]| self.encode_in(pool.as_deref(), chunk, allowed, add_special_tokens);
         let mut chunks = chunks_by_bytes(texts, chunk_bytes);
         let Some(first) = chunks.next() else {
             return Ok(());
@@ -844,16 +845,41 @@ pub(crate) fn in_pool<T: Send>(
     })
 }
 
-/// A pool of `n` threads, or `None` for rayon's global pool (all cores).
-fn thread_pool(num_threads: Option<usize>) -> Result<Option<rayon::ThreadPool>> {
-    match num_threads {
-        None | Some(0) => Ok(None),
-        Some(n) => rayon::ThreadPoolBuilder::new()
+/// A pool of `n` threads, or `None` for rayon's global pool (all cores). Pools are made once
+/// per thread count and kept for the process.
+//
+// Why kept: a pool made per call starts new threads, and the per-thread caches that make
+// repeated pieces cheap (the BPE piece cache, the Unigram word cache) die with them, so a
+// caller passing `num_threads` to every batch (a pipeline stage, a notebook loop) encoded each
+// batch cold and paid the threads' start as well. Idle rayon threads sleep; past
+// `KEPT_POOLS` distinct counts a pool is made for the call alone, as before.
+fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>> {
+    const KEPT_POOLS: usize = 8;
+    static POOLS: OnceLock<Mutex<FxHashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let n = match num_threads {
+        None | Some(0) => return Ok(None),
+        Some(n) => n,
+    };
+    let build = || {
+        rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build()
-            .map(Some)
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}"))),
+            .map(Arc::new)
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))
+    };
+    // A poisoned lock only means another thread panicked while inserting; the map is whole.
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(pool) = pools.get(&n) {
+        return Ok(Some(Arc::clone(pool)));
     }
+    let pool = build()?;
+    if pools.len() < KEPT_POOLS {
+        pools.insert(n, Arc::clone(&pool));
+    }
+    Ok(Some(pool))
 }
 
 /// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
@@ -1018,5 +1044,23 @@ mod tests {
             panic!("no chunk expected")
         })
         .unwrap();
+    }
+
+    #[test]
+    fn pools_are_kept_per_thread_count() {
+        // A second call with the same count runs on the same threads (their caches stay warm).
+        let ids = |n| {
+            let pool = thread_pool(Some(n)).unwrap().unwrap();
+            let mut ids: Vec<_> = pool.broadcast(|_| std::thread::current().id());
+            ids.sort_by_key(|id| format!("{id:?}"));
+            (pool.current_num_threads(), ids)
+        };
+        let (count, first) = ids(3);
+        assert_eq!(count, 3);
+        assert_eq!(ids(3).1, first);
+        let (count, other) = ids(2);
+        assert_eq!(count, 2);
+        assert!(other.iter().all(|id| !first.contains(id)));
+        assert!(thread_pool(None).unwrap().is_none() && thread_pool(Some(0)).unwrap().is_none());
     }
 }
