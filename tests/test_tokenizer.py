@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
+import weakref
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,25 @@ def test_encode_batch_accepts_any_iterable() -> None:
     tok = ours("cl100k")
     texts = ["one", "two three", ""]
     assert tok.encode_batch(iter(texts)) == [tok.encode(t) for t in texts]
+
+
+def test_id_lists_are_left_out_of_the_cycle_collector_yet_keep_what_they_hold() -> None:
+    tok = ours("cl100k")
+    ids = tok.encode("hello world")
+    batch = tok.encode_batch(["one", "two three"], num_threads=2)
+    assert ids == [15339, 1917]  # tiktoken's ids for it
+    assert not gc.is_tracked(ids) and not any(gc.is_tracked(row) for row in batch)
+
+    class Held:
+        pass
+
+    # A list the caller fills with objects still keeps them alive through a collection.
+    held = Held()
+    probe = weakref.ref(held)
+    ids.append(held)
+    del held
+    gc.collect()
+    assert probe() is ids[-1]
 
 
 # -- loading untrusted files: ids, sizes and messages -------------------------------------------

@@ -34,7 +34,7 @@ impl IdObjects {
         Ok(table)
     }
 
-    /// `ids` as a new Python list of ints.
+    /// `ids` as a new Python list of ints, not tracked by the cycle collector.
     pub fn list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
         let table = self.table(py)?;
         let items = ids.iter().map(|&id| match table.get(id as usize) {
@@ -42,7 +42,17 @@ impl IdObjects {
             // Not reachable for ids the tokenizer made; kept total rather than trusting that.
             None => Ok(id.into_pyobject(py)?.into_any()),
         });
-        new_list(py, ids.len(), items)
+        let list = new_list(py, ids.len(), items)?;
+        // Why untracked: a list of ints cannot be part of a reference cycle, yet every list
+        // is born tracked, and the collections its allocations trigger walk every id of every
+        // list still alive: a quarter of the CPU of an `encode_batch` returning 34,000 lists
+        // (20 MB of text). CPython untracks tuples of atomic items for the same reason.
+        // Should a caller later put the list itself into a cycle, the collector cannot break
+        // that cycle (it leaks, as any untracked container would); it never frees an object
+        // the list still holds, since references from untracked objects count as external.
+        // SAFETY: the list is a fully built, tracked GC object owned here.
+        unsafe { ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
+        Ok(list)
     }
 }
 
