@@ -165,10 +165,14 @@ def measure(command: list[str], disk_path: Path) -> dict:
             now = time.perf_counter()
             if now - last_disk >= 1.0:
                 disk = disk_bytes(disk_path)
+                # The staging (OUT/.tokpipe) apart from the outputs: it grows while the
+                # streaming stages run, the outputs while the final shards are cut, neither
+                # during a global decide, so the timeline tells the phases apart.
+                staging = disk_bytes(disk_path / ".tokpipe")
                 peak["disk"] = max(peak["disk"], disk)
                 last_disk = now
                 timeline.append([round(now - start, 1), round(total / MIB), round(largest / MIB), count,
-                                 round(disk / MIB), round(anon / MIB)])
+                                 round(disk / MIB), round(anon / MIB), round(staging / MIB)])
             stop.wait(0.25)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -185,7 +189,8 @@ def measure(command: list[str], disk_path: Path) -> dict:
             "peak_rss_largest_mib": round(peak["rss_max"] / MIB, 1), "max_processes": peak["procs"],
             "peak_anon_largest_mib": round(peak["anon_max"] / MIB, 1),
             "peak_disk_mib": round(peak["disk"] / MIB, 1),
-            "timeline": {"columns": ["s", "rss_tree_mib", "rss_largest_mib", "processes", "disk_mib", "anon_largest_mib"],
+            "timeline": {"columns": ["s", "rss_tree_mib", "rss_largest_mib", "processes", "disk_mib", "anon_largest_mib",
+                                     "staging_mib"],
                          "rows": timeline}}
 
 
