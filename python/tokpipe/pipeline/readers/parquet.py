@@ -16,7 +16,7 @@ and is one ``unreadable_file`` error at the first row not read.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,14 +30,15 @@ from .base import MAX_BATCH_TEXT_BYTES, ErrorSink, ReadError, ReaderOptions, Tas
 __all__ = ["read_parquet", "parquet_batches"]
 
 
-def parquet_batches(parquet: pq.ParquetFile, max_rows: int,
-                    max_bytes: int = MAX_BATCH_TEXT_BYTES) -> Iterator[pa.RecordBatch]:
+def parquet_batches(parquet: pq.ParquetFile, max_rows: int, max_bytes: int = MAX_BATCH_TEXT_BYTES,
+                    groups: Iterable[int] | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``parquet`` in order, as batches of at most ``max_rows`` rows and about
     ``max_bytes`` (sized from each row group's average row, uncompressed). Memory is then
     bounded by bytes, not rows: 1,024 rows of 1 MiB documents would be a 1 GiB batch. A
-    batch never spans two row groups (a row group is read whole anyway)."""
+    batch never spans two row groups (a row group is read whole anyway). ``groups``: only
+    these row groups (in increasing order), each batched as it would be among all."""
     metadata = parquet.metadata
-    for group in range(metadata.num_row_groups):
+    for group in range(metadata.num_row_groups) if groups is None else groups:
         info = metadata.row_group(group)
         if not info.num_rows:
             continue

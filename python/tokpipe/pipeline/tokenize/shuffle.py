@@ -58,16 +58,17 @@ def write_bins(tasks: list[StagedTask], itemsize: int, options: TokenizeOptions,
     dtype = np.dtype(f"uint{8 * itemsize}")
     position = 0
     for batch in batches:
-        n = len(batch.offsets) - 1
+        offsets = batch.offsets
+        n = len(offsets) - 1
         val = val_mask(shuffle_keys(options.seed, np.arange(position, position + n)), options.val_fraction)
         position += n
         for name, mask in (("train", ~val), ("val", val)):
             rows = np.flatnonzero(mask)
             if not len(rows):
                 continue
-            counts = layout.lengths(batch.offsets[rows + 1] - batch.offsets[rows])
+            counts = layout.lengths(offsets[rows + 1] - offsets[rows])
             values = reader.read(np.full(len(rows), batch.file, dtype=np.int64),
-                                 batch.base + batch.offsets[rows] * itemsize, counts * itemsize, itemsize)
+                                 batch.base + offsets[rows] * itemsize, counts * itemsize, itemsize)
             bins[name].append_bin(np.frombuffer(values, dtype=dtype))
 
 
@@ -162,20 +163,21 @@ def _write_shuffled_from_staging(tasks: list[StagedTask], documents: int, itemsi
         layout = BinLayout(options, splits)
         position = 0
         for batch in batches:
-            n = len(batch.offsets) - 1
+            offsets = batch.offsets
+            n = len(offsets) - 1
             keys = shuffle_keys(options.seed, np.arange(position, position + n))
             position += n
             val = val_mask(keys, options.val_fraction)
             here = bucket_of(keys, buckets) == bucket if buckets > 1 else np.ones(n, dtype=bool)
             for name, mask in (("train", ~val), ("val", val)):
                 split_rows = np.flatnonzero(mask)
-                split_lengths = batch.offsets[split_rows + 1] - batch.offsets[split_rows]
+                split_lengths = offsets[split_rows + 1] - offsets[split_rows]
                 pointers = layout.pointers(name, split_lengths)
                 chosen = here[split_rows]
                 rows = split_rows[chosen]
                 if not len(rows):
                     continue
-                starts = batch.base + batch.offsets[rows] * itemsize
+                starts = batch.base + offsets[rows] * itemsize
                 doc_ids = batch.doc_ids if len(rows) == n else batch.doc_ids.take(arrow_of(rows))
                 parts[name].append((keys[rows], np.full(len(rows), batch.file, dtype=np.int64), starts,
                                     split_lengths[chosen], pointers[chosen], doc_ids))

@@ -76,12 +76,22 @@ class StagedTask:
 class StagedBatch:
     """A staged record batch, for reading its documents' ids in place: its ids file (a
     number in the run's list of ids files), the byte position in that file of its first id,
-    its int64 list offsets (from 0), and its document ids."""
+    its documents' token counts and ids. The counts and ids are views of the memory-mapped
+    staging file (page cache, which the kernel can drop): a list of every batch of a run
+    then holds no memory of its own per document, where int64 offsets did (8 bytes a
+    document, 46 MB at 5.7M documents)."""
 
     file: int
     base: int
-    offsets: np.ndarray
+    lengths: pa.Array
     doc_ids: pa.Array
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Its int64 list offsets (from 0), computed anew at each call."""
+        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(numpy_of(self.lengths), out=offsets[1:])
+        return offsets
 
 
 def staged_batches(tasks: list[StagedTask], itemsize: int) -> tuple[list[Path], list[StagedBatch]]:
@@ -96,10 +106,9 @@ def staged_batches(tasks: list[StagedTask], itemsize: int) -> tuple[list[Path], 
             reader = pa.ipc.open_file(pa.memory_map(str(path)))
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
-                offsets = np.zeros(batch.num_rows + 1, dtype=np.int64)
-                np.cumsum(numpy_of(batch.column(LENGTH)), out=offsets[1:])
-                batches.append(StagedBatch(number, base, offsets, batch.column(ID)))
-                base += int(offsets[-1]) * itemsize
+                staged = StagedBatch(number, base, batch.column(LENGTH), batch.column(ID))
+                batches.append(staged)
+                base += int(numpy_of(staged.lengths).sum(dtype=np.int64)) * itemsize
         if base != task.end:
             raise PipelineError(f"{task.meta}: the staged lengths do not add up to the ids staged ({task.ids})")
     return list(files), batches
@@ -111,9 +120,10 @@ def staged_documents(tasks: list[StagedTask], itemsize: int) -> Iterator[pa.Reco
     files, batches = staged_batches(tasks, itemsize)
     maps = [pa.memory_map(str(path)) for path in files]
     for batch in batches:
-        values = maps[batch.file].read_at(int(batch.offsets[-1]) * itemsize, batch.base) if batch.file >= 0 \
+        offsets = batch.offsets
+        values = maps[batch.file].read_at(int(offsets[-1]) * itemsize, batch.base) if batch.file >= 0 \
             else pa.py_buffer(b"")
-        yield pa.record_batch([batch.doc_ids, large_lists(batch.offsets, values, itemsize)], names=[ID, INPUT_IDS])
+        yield pa.record_batch([batch.doc_ids, large_lists(offsets, values, itemsize)], names=[ID, INPUT_IDS])
 
 
 def large_lists(offsets: Any, values: Any, itemsize: int) -> pa.LargeListArray:
