@@ -5,7 +5,7 @@
 use crate::arrow_c::ArrowStrings;
 use crate::errors::{self, IntoPyResult};
 use crate::gate;
-use crate::kernels::bytes_of;
+use crate::kernels::{bytes_of, owned_buffer, OwnedBuffer};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -112,22 +112,23 @@ pub fn minhash_dedup_keys<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
-/// datasketch's permutation parameters (a, b) for `(num_perm, seed, scheme)`.
-/// Pairs of u32s from their little-endian bytes.
-fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
+/// Pairs of u32s read in place from their little-endian bytes.
+fn u32_pair_iter(bytes: &[u8]) -> PyResult<impl ExactSizeIterator<Item = (u32, u32)> + '_> {
     if bytes.len() % 8 != 0 {
         return Err(errors::invalid_argument(
             "pairs must be u32s two by two (a multiple of 8 bytes)",
         ));
     }
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|c| {
-            let a = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
-            let b = u32::from_le_bytes(c[4..].try_into().expect("4 bytes"));
-            (a, b)
-        })
-        .collect())
+    Ok(bytes.chunks_exact(8).map(|c| {
+        let a = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
+        let b = u32::from_le_bytes(c[4..].try_into().expect("4 bytes"));
+        (a, b)
+    }))
+}
+
+/// Pairs of u32s from their little-endian bytes.
+fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
+    Ok(u32_pair_iter(bytes)?.collect())
 }
 
 /// The exact Jaccard similarity (of their shingle sets) of pairs of rows of a string column;
@@ -165,6 +166,7 @@ pub fn minhash_pair_similarities<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// datasketch's permutation parameters (a, b) for `(num_perm, seed, scheme)`.
 #[pyfunction]
 pub fn minhash_permutations(
     num_perm: usize,
@@ -271,11 +273,31 @@ impl PyLshIndex {
 
     /// With `verify="exact"`: joins every band left and returns the distinct candidate
     /// pairs to check, as little-endian u32s (first, second, first, second, ...).
-    fn take_pairs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// One copy of the pairs at most is alive with the index's (handed over, not copied again).
+    fn take_pairs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, OwnedBuffer>> {
         let index = self.index()?;
-        let pairs = gate::enter(py, || index.take_pairs())?;
-        let flat: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-        Ok(PyBytes::new(py, &u32_bytes(&flat)))
+        let flat = gate::enter(py, || -> PyResult<Vec<u32>> {
+            let pairs = index.take_pairs().py()?;
+            let mut flat = Vec::with_capacity(2 * pairs.len());
+            flat.extend(pairs.iter().flat_map(|&(a, b)| [a, b]));
+            Ok(flat)
+        })?;
+        owned_buffer(py, flat)
+    }
+
+    /// Where to cut the pairs `take_pairs` gave (a slice of them, as little-endian u32s two
+    /// by two) into slices of about `budget` bytes of text; see `LshIndex::pair_slices`.
+    fn pair_slices(
+        &mut self,
+        py: Python<'_>,
+        pairs: &Bound<'_, PyAny>,
+        budget: u64,
+    ) -> PyResult<Vec<usize>> {
+        let buffer = PyUntypedBuffer::get(pairs)?;
+        // Read in place: the pairs may be many, and are only summed.
+        let pairs = u32_pair_iter(bytes_of(&buffer)?)?;
+        let index = self.index()?;
+        gate::enter(py, || index.pair_slices(pairs, budget))
     }
 
     /// Keeps no band keys: candidates will come from `offer_pairs`. Before any `add`.
@@ -302,18 +324,24 @@ impl PyLshIndex {
     }
 
     /// Ends the index (its scratch files are removed): `(keepers, candidates, rejected,
-    /// spilled_runs)`, the keepers as little-endian u32s, one per document.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, u64, u64, u64)> {
+    /// spilled_runs, clusters)`, the keepers as native u32s, one per document, handed over
+    /// without a copy.
+    #[allow(clippy::type_complexity)]
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, OwnedBuffer>, u64, u64, u64, u64)> {
         let index = self
             .index
             .take()
             .ok_or_else(|| errors::state_error("this LshIndex has already finished"))?;
         let out = gate::enter(py, || index.finish())?;
         Ok((
-            PyBytes::new(py, &u32_bytes(&out.keeper)),
+            owned_buffer(py, out.keeper)?,
             out.candidates,
             out.rejected,
             out.spilled_runs,
+            out.clusters,
         ))
     }
 }

@@ -173,9 +173,11 @@ def test_spilled_band_keys_give_the_same_clusters(planted: tuple[list[str], list
         assert len(index) == len(texts)
         left = [index.join_band() for _ in range(bands)]
         assert left == list(range(bands - 1, -1, -1))
-        raw, candidates, rejected, spilled = index.finish()
+        raw, candidates, rejected, spilled, clusters = index.finish()
         assert list(scratch.iterdir()) == []
-        results.append((np.frombuffer(raw, dtype="<u4").tolist(), candidates, rejected, spilled > 0))
+        keeper = np.frombuffer(raw, dtype=np.uint32).tolist()
+        assert clusters == sum(1 for i, k in enumerate(keeper) if k == i and keeper.count(i) > 1)
+        results.append((keeper, candidates, rejected, spilled > 0))
     assert results[0][0] == origin
     assert results[0][:3] == results[1][:3]
     assert (results[0][3], results[1][3]) == (False, True)

@@ -26,7 +26,7 @@ from tokpipe.pipeline.kernels import arrow_of
 from tokpipe.pipeline.readers import Task
 from tokpipe.storage import Location
 
-__all__ = ["decide", "LazyColumns", "gather", "read_column", "DecideStage"]
+__all__ = ["decide", "LazyColumns", "gather", "read_column", "read_fixed_column", "DecideStage"]
 
 #: An engine's decision of a global stage: (stage, keys, context, each task's staged files,
 #: each task's documents) -> ``decide``'s answer.
@@ -64,15 +64,21 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     del keys, decided
     keepers = [d.keeper for d in decisions]
     bounds = np.cumsum([0, *[len(x) for x in keepers]])
-    own = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(files))]
-    flat = np.concatenate(keepers) if keepers else np.zeros(0, dtype=np.int64)
-    # Ids of the kept copies that have duplicates, read only from the tasks that hold them.
+    # Nothing here is a copy of every document's keeper: what grows with the corpus is the
+    # duplicates (the documents kept in another's place) and their keepers.
+    targets = np.concatenate([kp[kp != np.arange(bounds[i], bounds[i + 1])] for i, kp in enumerate(keepers)]
+                             ).astype(np.int64) if files else np.zeros(0, dtype=np.int64)
+    needed, counts = np.unique(targets, return_counts=True)
+    del targets
+    # Kept copies that have duplicates: a keeper named by two documents or more, counting
+    # its own name for itself (a keeper is usually its own).
     clustered = np.zeros(0, dtype=np.int64)
-    if stage.cluster_column is not None and len(flat):
-        positions, counts = np.unique(flat, return_counts=True)
-        clustered = positions[counts > 1]
-    needed = np.union1d(np.concatenate([kp[kp != o] for kp, o in zip(keepers, own)]) if files else np.zeros(0, int),
-                        clustered).astype(np.int64)
+    if stage.cluster_column is not None:
+        for i, kp in enumerate(keepers):
+            lo, hi = np.searchsorted(needed, bounds[i:i + 2])
+            counts[lo:hi] += kp[needed[lo:hi] - bounds[i]] == needed[lo:hi]
+        clustered = needed[counts > 1]
+    del counts
     # The ids of the needed positions, in the order of `needed` (sorted), looked up by
     # searchsorted and gathered with `take`: no Python object per document.
     needed_ids = gather(files, [len(x) for x in keepers], ID, needed)
@@ -88,12 +94,11 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
         return needed_ids.take(indices)
 
     stats = StageStats(spec.type)
-    in_cluster = np.isin(flat, clustered)
     for i, t in enumerate(tasks):
-        is_dup = keepers[i] != own[i]
+        is_dup = keepers[i] != np.arange(bounds[i], bounds[i + 1])
         columns = {DUPLICATE_OF: ids_of(keepers[i], is_dup)}
         if stage.cluster_column is not None:
-            columns[stage.cluster_column] = ids_of(keepers[i], in_cluster[bounds[i]:bounds[i + 1]])
+            columns[stage.cluster_column] = ids_of(keepers[i], np.isin(keepers[i], clustered))
         columns.update(decisions[i].columns)
         state.write_verdicts(k, t.index, pa.record_batch(columns))
         stats.input += len(is_dup)
@@ -151,7 +156,37 @@ def gather(files: list[list[Location]], sizes: list[int], column: str, positions
 
 
 def read_column(files: list[Location], column: str, kind: pa.DataType) -> pa.Array:
-    """One column of a task's staging shards, in order, as one array."""
+    """One column of a task's staging shards, in order, as one array. A column of fixed-size
+    binary values (the dedup stages' keys) is copied row group by row group into one buffer,
+    so reading it holds little more than the result; other columns are read whole and
+    concatenated (twice their size at the peak)."""
+    if pa.types.is_fixed_size_binary(kind):
+        fixed = read_fixed_column(files, column, kind)
+        if fixed is not None:
+            return fixed
     parts = [fs.read_parquet(f, columns=[column]).column(column) for f in files]
     chunks = [c for part in parts for c in part.chunks]
     return pa.concat_arrays(chunks) if chunks else pa.nulls(0, kind)
+
+
+def read_fixed_column(files: list[Location], column: str, kind: pa.FixedSizeBinaryType) -> pa.Array | None:
+    """``read_column`` of a fixed-size binary column without nulls, a row group at a time
+    into one preallocated buffer; None when a value is null."""
+    width = kind.byte_width
+    total = 0
+    for f in files:
+        with fs.parquet_file(f) as shard:
+            total += shard.metadata.num_rows
+    out = np.empty(total * width, dtype=np.uint8)
+    start = 0
+    for f in files:
+        with fs.parquet_file(f) as shard:
+            for group in range(shard.num_row_groups):
+                for chunk in shard.read_row_group(group, columns=[column]).column(column).chunks:
+                    if chunk.null_count:
+                        return None
+                    size = len(chunk) * width
+                    out[start:start + size] = np.frombuffer(chunk.buffers()[1], dtype=np.uint8)[
+                        chunk.offset * width:chunk.offset * width + size]
+                    start += size
+    return pa.FixedSizeBinaryArray.from_buffers(kind, total, [None, pa.py_buffer(out)])

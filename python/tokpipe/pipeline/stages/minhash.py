@@ -18,10 +18,17 @@ kept document's id in ``duplicate_of``.
 
 Memory: ``decide`` reads the keys task by task into a ``tokpipe_core::minhash::banding::LshIndex``,
 which writes the signatures to a scratch file (read back through a memory map, so the page
-cache holds them, not the process) and buffers band keys up to ``memory_mb``, spilling sorted
-runs to disk past it and merging them band by band. What grows with the corpus in memory is
-the union-find, the keepers and the lengths: about 30 bytes a document, 300 MB for 10M
-documents. The exact check reads the candidates' text in slices of about ``memory_mb``.
+cache holds them, not the process) and buffers band keys up to ``memory_mb`` (16 bytes a
+document and band), spilling sorted runs to disk past it and merging them band by band (the
+runs' read buffers share the same budget). The exact check reads the candidates' text in slices
+of about ``memory_mb``, cut by the index from the lengths in its memory-mapped keys. Beyond
+``memory_mb`` and one task's keys as read from staging (``8 + 4 * num_perm`` bytes a document of
+the largest task), what grows with the corpus is, per document: the union-find's parent (4
+bytes), which ``finish`` turns into the keepers in place and hands to Python without a copy (the
+same 4 bytes, held until the verdicts are written), and a bit to count the clusters; per
+candidate pair left for the exact check, 8 bytes (16 while they are handed over); and, in the
+engine's verdicts, about 40 bytes per duplicate (its keeper's position, count and id). So 4 bytes
+a document plus 8 a pair; benches/RESULTS.md ("Memory of the minhash decide") measures it.
 Progress is reported per phase: signatures read, bands joined, candidates checked.
 """
 
@@ -34,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin, register, scratch_space
+from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin, register, scratch_space, split_by_task
 from tokpipe.pipeline.documents import TEXT
 from tokpipe.pipeline.kernels import (MINHASH_REPRESENTATIVES, LshIndex, lsh_index, minhash_dedup_keys,
                                       minhash_optimal_params, minhash_pair_similarities)
@@ -183,7 +190,7 @@ class MinhashDedup(GlobalStage):
                                        "was given no column reader (DecideContext.column)")
         progress = context.progress
         width = 8 + 4 * self.num_perm
-        sizes, lengths = [], []
+        sizes = []
         stats = self.stats.extra
         with scratch_space(context) as scratch:
             index = lsh_index(scratch, self.num_perm, bands, rows, self.verify, self.threshold, self.keep,
@@ -196,9 +203,7 @@ class MinhashDedup(GlobalStage):
                 if k.null_count:
                     raise InvalidArgumentError("minhash_dedup: a document has no signature")
                 if len(k):
-                    data = np.frombuffer(k.buffers()[1], dtype=np.uint8)[k.offset * width:(k.offset + len(k)) * width]
-                    index.add(data)
-                    lengths.append(data.reshape(-1, width)[:, :8].copy().view("<u8").ravel())
+                    index.add(np.frombuffer(k.buffers()[1], dtype=np.uint8)[k.offset * width:(k.offset + len(k)) * width])
                 sizes.append(len(k))
                 progress("signatures", done, tasks)
                 del k
@@ -210,35 +215,30 @@ class MinhashDedup(GlobalStage):
                 progress("bands", bands, bands)
             else:
                 index.offer_pairs(candidates)
+                del candidates
             if self.verify == "exact":
                 assert context.column is not None
-                length = np.concatenate(lengths) if lengths else np.zeros(0, dtype="<u8")
-                stats["candidates_rejected"] += self._exact_check(index, length, context.column, progress)
-            del lengths
-            raw, candidate_count, rejected, spilled = index.finish()
-        keeper = np.frombuffer(raw, dtype="<u4").astype(np.int64)
+                stats["candidates_rejected"] += self._exact_check(index, context.column, progress)
+            raw, candidate_count, rejected, spilled, clusters = index.finish()
+        # The keepers stay the u32s the index handed over (4 bytes a document, no copy); each
+        # task's are a view of them.
+        keeper = np.frombuffer(raw, dtype=np.uint32)
         stats["bands"], stats["rows"] = bands, rows
         stats["candidates"] += candidate_count
         stats["candidates_rejected"] += rejected
         stats["spilled_runs"] += spilled
-        positions, counts = np.unique(keeper, return_counts=True)
-        stats["clusters"] += int((counts > 1).sum())
-        bounds = np.cumsum([0, *sizes])
-        return [keeper[bounds[i]:bounds[i + 1]] for i in range(len(sizes))]
+        stats["clusters"] += clusters
+        return split_by_task(keeper, sizes)
 
-    def _exact_check(self, index: LshIndex, length: np.ndarray,
-                     column: Callable[[str, np.ndarray], pa.Array], progress: Callable[[str, int, int], None]) -> int:
+    def _exact_check(self, index: LshIndex, column: Callable[[str, np.ndarray], pa.Array],
+                     progress: Callable[[str, int, int], None]) -> int:
         """Joins the candidate pairs whose shingle sets' exact Jaccard similarity reaches the
         threshold; returns how many did not. The candidates' texts are read in slices of
-        pairs whose documents total about ``memory_mb`` of text."""
-        pairs = np.frombuffer(index.take_pairs(), dtype="<u4").reshape(-1, 2)
+        pairs whose documents total about ``memory_mb`` of text (cut by the index, which
+        reads the lengths from its keys: Python holds none)."""
+        pairs = np.frombuffer(index.take_pairs(), dtype=np.uint32).reshape(-1, 2)
         total = len(pairs)
-        budget = self.memory_mb << 20
-        # Pairs are sorted by their first document; slices end where the text read so far
-        # (counting each document once per pair, an overestimate) passes the budget.
-        cost = np.cumsum(length[pairs[:, 0]] + length[pairs[:, 1]]) if total else np.zeros(0, dtype=np.uint64)
-        cuts = [0, *np.searchsorted(cost, np.arange(1, int(cost[-1] // budget) + 1) * budget).tolist(), total] \
-            if total else [0, 0]
+        cuts = index.pair_slices(pairs, self.memory_mb << 20)
         rejected = 0
         progress("exact check", 0, total)
         for start, end in zip(cuts, cuts[1:]):

@@ -18,8 +18,11 @@
 //!   from their file through a memory map: the page cache holds them, not the heap, so they
 //!   are evicted under pressure instead of growing the process.
 //!
-//! What stays in memory is the union-find and the keepers (8 bytes a document) and the
-//! budget: 10M documents with the default 512 MB budget need about 600 MB.
+//! What stays in memory is the budget (band pairs while adding, the runs' read buffers while
+//! merging), the union-find (4 bytes a document, turned into the keepers in place by
+//! [`LshIndex::finish`]), a bit a document to count the clusters at the end, and with
+//! [`Verify::Exact`] the pairs to check (8 bytes a pair): 10M documents with the default
+//! 512 MB budget need about 550 MB.
 //!
 //! Verification ([`Verify`]): with `Signature`, a candidate joins a cluster only if its
 //! signature agrees with a member's on at least the threshold fraction of values (the
@@ -58,8 +61,10 @@ pub const MAX_REPRESENTATIVES: usize = 16;
 const PAIR_BYTES_IN_MEMORY: usize = std::mem::size_of::<(u64, u32)>();
 /// Bytes a pair takes in a run file: the hash then the position, little-endian.
 const PAIR_BYTES_ON_DISK: usize = 12;
-/// Read buffer of each run during the merge.
+/// Write buffer of a run, and the largest read buffer of a run during the merge.
 const RUN_BUFFER: usize = 1 << 20;
+/// The smallest read buffer of a run during the merge (the buffers share the budget).
+const MIN_RUN_BUFFER: usize = 64 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keep {
@@ -116,6 +121,8 @@ pub struct Clusters {
     pub rejected: u64,
     /// Sorted runs written to disk (0 when every band fitted the memory budget).
     pub spilled_runs: u64,
+    /// Clusters of more than one document.
+    pub clusters: u64,
 }
 
 #[inline]
@@ -265,6 +272,19 @@ impl LshIndex {
             self.n += count;
             return Ok(());
         }
+        // Added in pieces of at most a budget's worth of band pairs, so that one large task
+        // cannot take the buffers past it.
+        let piece = (self.budget_pairs / self.config.bands).max(1) * self.width;
+        for keys in keys.chunks(piece) {
+            self.buffer_bands(keys)?;
+        }
+        Ok(())
+    }
+
+    /// Buffers the band pairs of `keys` (at most a budget's worth), spilling what was
+    /// buffered before when they would not fit.
+    fn buffer_bands(&mut self, keys: &[u8]) -> Result<()> {
+        let count = keys.len() / self.width;
         let (width, rows, first) = (self.width, self.config.rows, self.n as u32);
         // An empty document's signature (all u32::MAX) would share every band with every
         // other: it takes no part in banding.
@@ -358,7 +378,11 @@ impl LshIndex {
             pending.par_sort_unstable();
             self.join_sorted(pending.into_iter().map(Ok))?;
         } else {
-            let merge = Merge::open(&runs)?;
+            // The band's buffers were spilled at `seal`, so their budget is free for the
+            // runs' read buffers (at most RUN_BUFFER each).
+            let buffer = (self.budget_pairs * PAIR_BYTES_IN_MEMORY / runs.len())
+                .clamp(MIN_RUN_BUFFER, RUN_BUFFER);
+            let merge = Merge::open(&runs, buffer)?;
             self.join_sorted(merge)?;
             for path in &runs {
                 std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
@@ -368,6 +392,8 @@ impl LshIndex {
             // Most bands offer the same pairs again: keep one of each as we go.
             self.pairs_to_check.par_sort_unstable();
             self.pairs_to_check.dedup();
+            // Pushes may have doubled the capacity; only the distinct pairs stay.
+            self.pairs_to_check.shrink_to_fit();
         }
         Ok(self.config.bands - self.next_band)
     }
@@ -530,29 +556,88 @@ impl LshIndex {
         Ok(())
     }
 
+    /// Where to cut `pairs` (sorted by their first document, as [`Self::take_pairs`] gives
+    /// them) into slices whose documents' text totals about `budget` bytes, counting each
+    /// document once per pair (an overestimate): 0, then the first pair at which the running
+    /// total reaches each multiple of `budget`, then `pairs.len()`. Cuts may repeat. The
+    /// lengths come from the keys' memory map, so the caller holds none.
+    pub fn pair_slices(
+        &mut self,
+        pairs: impl ExactSizeIterator<Item = (u32, u32)>,
+        budget: u64,
+    ) -> Result<Vec<usize>> {
+        self.seal()?;
+        let budget = budget.max(1);
+        let count = pairs.len();
+        let mut cuts = vec![0];
+        let (mut total, mut next) = (0u64, budget);
+        for (i, (a, b)) in pairs.enumerate() {
+            if a as usize >= self.n || b as usize >= self.n {
+                return Err(Error::InvalidArgument(format!(
+                    "pair ({a}, {b}) out of range for {} documents",
+                    self.n
+                )));
+            }
+            total = total
+                .wrapping_add(self.length(a))
+                .wrapping_add(self.length(b));
+            while total >= next {
+                cuts.push(i);
+                next += budget;
+            }
+        }
+        cuts.push(count);
+        Ok(cuts)
+    }
+
+    /// A document's length in bytes (the first 8 bytes of its key).
+    fn length(&self, pos: u32) -> u64 {
+        let keys = self.keys.as_ref().expect("sealed with documents");
+        let start = pos as usize * self.width;
+        u64::from_le_bytes(keys[start..start + 8].try_into().expect("8 bytes"))
+    }
+
     /// Joins the bands not joined yet and gives, for each document, the one kept for it.
+    ///
+    /// Memory: the keepers are computed in the union-find's own vector (4 bytes a document),
+    /// plus a bit a document to count the clusters.
     pub fn finish(mut self) -> Result<Clusters> {
         while self.join_band()? > 0 {}
-        let n = self.n as u32;
-        let roots: Vec<u32> = (0..n).map(|i| self.uf.find(i)).collect();
-        let keeper = match self.config.keep {
-            Keep::First => roots,
-            Keep::Longest => {
-                let length = |i: u32| {
-                    let start = i as usize * self.width;
-                    let keys = self.keys.as_ref().expect("sealed with documents");
-                    u64::from_le_bytes(keys[start..start + 8].try_into().expect("8 bytes"))
-                };
-                let mut best: Vec<u32> = (0..n).collect();
-                for (i, &root) in roots.iter().enumerate() {
-                    if length(i as u32) > length(best[root as usize]) {
-                        best[root as usize] = i as u32;
-                    }
-                }
-                roots.iter().map(|&r| best[r as usize]).collect()
-            }
-        };
+        self.pairs_to_check = Vec::new();
         let mut out = std::mem::take(&mut self.out);
+        let mut keeper = std::mem::replace(&mut self.uf, UnionFind::new(0)).into_parents();
+        // A parent is never after its child (unions root at the smaller position, path
+        // halving only skips ancestors), so in position order a document's parent is
+        // already its root when the document is reached: one pass makes every entry a root.
+        for i in 0..keeper.len() {
+            let parent = keeper[i] as usize;
+            keeper[i] = keeper[parent];
+        }
+        let mut clustered = vec![0u64; keeper.len().div_ceil(64)];
+        for (i, &root) in keeper.iter().enumerate() {
+            if root as usize != i {
+                clustered[root as usize / 64] |= 1 << (root % 64);
+            }
+        }
+        out.clusters = clustered.iter().map(|w| u64::from(w.count_ones())).sum();
+        drop(clustered);
+        if self.config.keep == Keep::Longest {
+            // Each root's entry becomes its cluster's longest member (ties to the first), a
+            // position >= the root; a member's entry (< its own position) still names its
+            // root, whose entry is final once the pass is over.
+            for i in 0..keeper.len() {
+                let root = keeper[i] as usize;
+                if root != i && self.length(i as u32) > self.length(keeper[root]) {
+                    keeper[root] = i as u32;
+                }
+            }
+            for i in 0..keeper.len() {
+                let root = keeper[i] as usize;
+                if root < i {
+                    keeper[i] = keeper[root];
+                }
+            }
+        }
         out.keeper = keeper;
         Ok(out)
     }
@@ -578,7 +663,7 @@ struct Merge {
 }
 
 impl Merge {
-    fn open(paths: &[PathBuf]) -> Result<Self> {
+    fn open(paths: &[PathBuf], buffer: usize) -> Result<Self> {
         let mut merge = Merge {
             readers: Vec::with_capacity(paths.len()),
             paths: paths.to_vec(),
@@ -586,9 +671,7 @@ impl Merge {
         };
         for (run, path) in paths.iter().enumerate() {
             let file = File::open(path).map_err(|e| Error::io(path, e))?;
-            merge
-                .readers
-                .push(BufReader::with_capacity(RUN_BUFFER, file));
+            merge.readers.push(BufReader::with_capacity(buffer, file));
             merge.refill(run)?;
         }
         Ok(merge)
@@ -675,6 +758,7 @@ mod tests {
         };
         let c = cluster(&k, 4, config, 1 << 20);
         assert_eq!(c.keeper, [0, 1, 0, 3, 4]);
+        assert_eq!(c.clusters, 1);
         assert_eq!(c.spilled_runs, 0);
         let longest = ClusterConfig {
             keep: Keep::Longest,
@@ -733,6 +817,37 @@ mod tests {
                 assert_eq!(in_memory.keeper, spilled.keeper);
                 assert_eq!(in_memory.candidates, spilled.candidates);
                 assert_eq!(in_memory.rejected, spilled.rejected);
+                assert_eq!(in_memory.clusters, spilled.clusters);
+                // The keepers and clusters `finish` computes in place, against a plain
+                // computation from the clusters' roots (the keepers of `first`).
+                let roots = cluster(
+                    &k,
+                    num_perm,
+                    ClusterConfig {
+                        keep: Keep::First,
+                        ..config
+                    },
+                    1 << 30,
+                )
+                .keeper;
+                let mut best: Vec<u32> = (0..roots.len() as u32).collect();
+                let mut size = vec![0u32; roots.len()];
+                for (i, &root) in roots.iter().enumerate() {
+                    size[root as usize] += 1;
+                    if lengths[i] > lengths[best[root as usize] as usize] {
+                        best[root as usize] = i as u32;
+                    }
+                }
+                let expected: Vec<u32> = match keep {
+                    Keep::First => roots.clone(),
+                    Keep::Longest => roots.iter().map(|&r| best[r as usize]).collect(),
+                };
+                assert_eq!(in_memory.keeper, expected);
+                assert_eq!(
+                    in_memory.clusters,
+                    size.iter().filter(|&&s| s > 1).count() as u64
+                );
+                assert!(in_memory.clusters > 0);
                 assert!(in_memory
                     .keeper
                     .iter()
@@ -842,6 +957,45 @@ mod tests {
         let mut index = LshIndex::new(dir.path(), num_perm, signature, 1 << 20).unwrap();
         index.add(&k).unwrap();
         assert!(index.offer_pairs(&offered).is_err());
+    }
+
+    #[test]
+    fn pair_slices_cut_at_each_multiple_of_the_budget() {
+        let num_perm = 16;
+        let k = families(num_perm);
+        let width = key_bytes(num_perm);
+        let length = |i: u32| {
+            let start = i as usize * width;
+            u64::from_le_bytes(k[start..start + 8].try_into().unwrap())
+        };
+        let config = ClusterConfig {
+            bands: 4,
+            rows: 4,
+            verify: Verify::Exact(0.7),
+            keep: Keep::First,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = LshIndex::new(dir.path(), num_perm, config, 1 << 20).unwrap();
+        index.add(&k).unwrap();
+        let n = index.len() as u32;
+        let pairs: Vec<(u32, u32)> = (0..3 * n).map(|i| (i / 3, (i * 7 + 1) % n)).collect();
+        for budget in [1, 500, 3_000, 1 << 40] {
+            // The running totals, and for each multiple of the budget up to the last total,
+            // the first pair whose total reaches it (numpy's searchsorted, side left).
+            let mut cost = Vec::new();
+            let mut total = 0;
+            for &(a, b) in &pairs {
+                total += length(a) + length(b);
+                cost.push(total);
+            }
+            let mut expected = vec![0];
+            expected
+                .extend((1..=total / budget).map(|m| cost.partition_point(|&c| c < m * budget)));
+            expected.push(pairs.len());
+            let cuts = index.pair_slices(pairs.iter().copied(), budget).unwrap();
+            assert_eq!(cuts, expected, "budget {budget}");
+        }
+        assert!(index.pair_slices([(0, n)].into_iter(), 1).is_err());
     }
 
     #[test]

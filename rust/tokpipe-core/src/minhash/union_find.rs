@@ -22,6 +22,12 @@ impl UnionFind {
         self.parent.is_empty()
     }
 
+    /// The parent of every position (a root is its own): the vector itself, for a caller that
+    /// resolves the roots in place.
+    pub fn into_parents(self) -> Vec<u32> {
+        self.parent
+    }
+
     /// The root of `x`'s set, halving the path on the way.
     pub fn find(&mut self, mut x: u32) -> u32 {
         while self.parent[x as usize] != x {
