@@ -17,6 +17,7 @@
 
 pub mod base;
 pub mod bpe;
+pub(crate) mod packed_key;
 pub(crate) mod piece_counter;
 pub mod pieces;
 pub mod pre_segment;
