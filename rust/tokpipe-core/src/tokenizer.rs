@@ -422,9 +422,9 @@ impl Tokenizer {
             // thread's word cache, since text repeats its words and a word's ids depend on it
             // alone.
             ModelWrapper::Unigram(model) if !matches!(self.pre, PreTokenizer::Whole) => {
-                return model.with_word_cache(|words| {
+                return model.with_word_cache(out, |words| {
                     self.pre
-                        .for_each_piece(text, at_start, &mut |p| words.encode(p, out))
+                        .for_each_piece(text, at_start, &mut |p| words.encode(p))
                 });
             }
             // sentencepiece-style models (Unigram, character-level BPE): the text whole, or the

@@ -10,13 +10,16 @@
 //! are both made of.
 //!
 //! [`pre_segment`] holds the word-segmenter cuts the BPE and Unigram trainers can be fed.
+//! `packed_key` packs short byte strings into the `u128` keys of the per-thread caches of BPE
+//! pieces and Unigram words.
 //!
-//! Layers: [`base`], [`pieces`] and [`pre_segment`] below the families, the families below this file's
-//! [`ModelWrapper`], and all of it below [`crate::tokenizer`] (tests/test_rust_layering.py
-//! checks that no module imports one that imports it back).
+//! Layers: [`base`], [`pieces`], `packed_key` and [`pre_segment`] below the families, the
+//! families below this file's [`ModelWrapper`], and all of it below [`crate::tokenizer`]
+//! (tests/test_rust_layering.py checks that no module imports one that imports it back).
 
 pub mod base;
 pub mod bpe;
+pub(crate) mod packed_key;
 pub(crate) mod piece_counter;
 pub mod pieces;
 pub mod pre_segment;

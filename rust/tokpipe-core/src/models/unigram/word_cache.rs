@@ -6,22 +6,33 @@
 //! model, so its ids can be remembered exactly.
 //!
 //! Design:
-//! - One hash table a thread (no locks), shared by every Unigram model that thread encodes
-//!   with: each entry carries its model's cache id (unique in the process, from a counter;
-//!   0 once the counter runs out, and a model with id 0 is never cached), so another model's
-//!   entries are misses, never wrong ids.
-//! - An entry is 32 bytes: a word of up to 15 bytes (most words) packed inside it, so a hit
-//!   is compared without following a pointer; longer words' bytes, and all ids, live in two
-//!   arenas the entry points into.
-//! - Bounded: words over [`MAX_WORD`] bytes are not cached, and the whole cache is emptied
-//!   (keeping its allocations) once it holds [`MAX_ENTRIES`] entries or [`MAX_ARENA_BYTES`]
-//!   bytes of long words and ids: about 7 MiB a thread that encodes, never growing with the
-//!   input.
+//! - One cache a thread (no locks), shared by every Unigram model that thread encodes with:
+//!   each entry carries its model's cache id (unique in the process, from a counter; 0 once
+//!   the counter runs out, and a model with id 0 is never cached), so another model's entries
+//!   are misses, never wrong ids.
+//! - Words of up to 15 bytes (nine in ten words of text) live in a fixed table of
+//!   [`FRONT_BUCKETS`] buckets, one 64-byte line each, of two 32-byte slots: the word packed
+//!   with its length (`models::packed_key`), the model, and up to six ids (three for a
+//!   vocabulary of more than 65,535 pieces) inline, so a hit reads one cache line. A new word
+//!   takes its bucket's first slot and moves the previous one to the second, dropping the
+//!   older (a hit in the second slot moves it to the first): the words a text keeps using
+//!   stay while the ones it uses once pass through. (The first design, a growing hash table
+//!   emptied when full with the ids in an arena, read three lines a hit and spent most of its
+//!   time waiting on them, on text with many words seen once.)
+//! - A short word of more ids, and a word of 16 to [`MAX_WORD`] bytes, keeps its ids (and a
+//!   long word its bytes) in two arenas: a short one's slot points into the ids arena, a long
+//!   one is found through a hash table. All of it is emptied (keeping its allocations) once
+//!   the table holds [`MAX_ENTRIES`] long words or the arenas [`MAX_ARENA_BYTES`] bytes.
+//!   About 6 MiB a thread that encodes, never growing with the input.
 //!
 //! Ids never depend on the cache: an entry is the Viterbi's own output for that word and
 //! model, so a hit gives the ids a miss computes.
+//!
+//! (Over 500 lines: about 175 of them are its tests, which compare it with the uncached
+//! Viterbi; the rest is one cache in two tables and the lookahead queue in front of it.)
 
 use super::UnigramModel;
+use crate::models::packed_key::{hash_key, key_of, MAX_PACKED};
 use hashbrown::HashTable;
 use std::cell::RefCell;
 use std::hash::Hasher;
@@ -29,22 +40,53 @@ use std::hash::Hasher;
 /// Longest word cached, in bytes.
 pub(super) const MAX_WORD: usize = 64;
 
-/// Longest word whose bytes are kept in its entry, packed with its length into 16 bytes.
-const MAX_PACKED: usize = 15;
+/// Buckets of the front table of short words (2 MiB).
+const FRONT_BUCKETS: usize = 1 << 15;
 
-/// Entries held before the cache is emptied: 7/8 of 2^17, the most a table of 2^17 buckets
-/// holds without doubling (32 bytes an entry: 4 MiB).
-pub(super) const MAX_ENTRIES: usize = (1 << 17) / 8 * 7;
+/// Long words held before the cache is emptied: 7/8 of 2^15, the most a table of 2^15 buckets
+/// holds without doubling.
+pub(super) const MAX_ENTRIES: usize = (1 << 15) / 8 * 7;
 
 /// Bytes of long keys and ids held before the cache is emptied.
 const MAX_ARENA_BYTES: usize = 2 << 20;
 
-/// 32 bytes: a word of up to [`MAX_PACKED`] bytes is compared inside its entry, with no
-/// pointer to follow; a longer one is in the keys arena.
+/// Unused id of a slot (wide ids).
+const NONE: u32 = u32::MAX;
+
+/// Unused id of a slot (narrow ids, two to a `u32`).
+const NONE16: u32 = 0xFFFF;
+
+/// First word of a slot whose ids are in the arena: the next two are where and how many.
+const SPILLED: u32 = u32::MAX - 1;
+
+/// One short word of one model and its ids: 32 bytes.
 #[derive(Clone, Copy)]
-struct Entry {
-    /// The word's bytes and length ([`pack`]), or zero for a word kept in the arena.
-    packed: [u64; 2],
+#[repr(C)]
+struct Slot {
+    /// The packed word ([`key_of`]); 0 is an empty slot (a word's key holds its length).
+    key: u128,
+    model: u32,
+    /// Narrow: up to six ids of 16 bits, low half first, [`NONE16`] past the last. Wide: up to
+    /// three ids, [`NONE`] past the last. Either: [`SPILLED`], then the ids' place in the arena
+    /// and their number.
+    ids: [u32; 3],
+}
+
+const EMPTY: Slot = Slot {
+    key: 0,
+    model: 0,
+    ids: [NONE; 3],
+};
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Bucket([Slot; 2]);
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+/// A long word: its bytes and ids in the arenas.
+#[derive(Clone, Copy)]
+struct LongEntry {
     model: u32,
     key_at: u32,
     ids_at: u32,
@@ -55,37 +97,15 @@ struct Entry {
 /// Words seen on this thread and their ids.
 #[derive(Default)]
 pub(super) struct WordCache {
-    table: HashTable<Entry>,
+    /// [`FRONT_BUCKETS`] buckets, allocated on first use.
+    front: Box<[Bucket]>,
+    long: HashTable<LongEntry>,
     keys: Vec<u8>,
     ids: Vec<u32>,
 }
 
 thread_local! {
     static CACHE: RefCell<WordCache> = RefCell::new(WordCache::default());
-}
-
-/// A word of up to [`MAX_PACKED`] bytes and its length in 16 bytes (the length in the last,
-/// so no two words share one); zero for longer words.
-fn pack(word: &[u8]) -> [u64; 2] {
-    if word.len() > MAX_PACKED {
-        return [0, 0];
-    }
-    let mut b = [0u8; 16];
-    b[..word.len()].copy_from_slice(word);
-    b[15] = word.len() as u8;
-    let (lo, hi) = b.split_at(8);
-    [
-        u64::from_le_bytes(lo.try_into().unwrap()),
-        u64::from_le_bytes(hi.try_into().unwrap()),
-    ]
-}
-
-/// The bytes [`pack`] packed (the word, then zeros, then its length).
-fn unpack(packed: [u64; 2]) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&packed[0].to_le_bytes());
-    b[8..].copy_from_slice(&packed[1].to_le_bytes());
-    b
 }
 
 fn hash_word(model: u32, word: &[u8]) -> u64 {
@@ -95,24 +115,155 @@ fn hash_word(model: u32, word: &[u8]) -> u64 {
     h.finish()
 }
 
-impl WordCache {
-    /// Appends the ids of `word` to `out`, from the cache or from `model`'s Viterbi.
-    fn encode(&mut self, model: &UnigramModel, word: &str, out: &mut Vec<u32>) {
-        let bytes = word.as_bytes();
-        // (An empty word would pack like a long one; it has no ids anyway.)
-        if model.cache_id == 0 || bytes.is_empty() || bytes.len() > MAX_WORD {
-            model.encode_into(word, out);
-            return;
+/// Appends a slot's inline ids to `out`.
+#[inline(always)]
+fn push_inline(ids: &[u32; 3], narrow: bool, out: &mut Vec<u32>) {
+    if narrow {
+        for &pair in ids {
+            for id in [pair & 0xFFFF, pair >> 16] {
+                if id == NONE16 {
+                    return;
+                }
+                out.push(id);
+            }
         }
+    } else {
+        for &id in ids {
+            if id == NONE {
+                return;
+            }
+            out.push(id);
+        }
+    }
+}
+
+/// The inline form of `ids`, if they fit a slot.
+#[inline(always)]
+fn pack_ids(ids: &[u32], narrow: bool) -> Option<[u32; 3]> {
+    let mut slot = [NONE; 3];
+    if narrow {
+        if ids.len() > 6 {
+            return None;
+        }
+        for (k, &id) in ids.iter().enumerate() {
+            debug_assert!(id < NONE16);
+            let shift = 16 * (k % 2);
+            slot[k / 2] = (slot[k / 2] & !(0xFFFF << shift)) | (id << shift);
+        }
+    } else {
+        if ids.len() > 3 {
+            return None;
+        }
+        slot[..ids.len()].copy_from_slice(ids);
+    }
+    Some(slot)
+}
+
+impl WordCache {
+    /// Empties every table and arena, keeping their allocations.
+    fn clear(&mut self) {
+        self.front.fill(Bucket([EMPTY; 2]));
+        self.long.clear();
+        self.keys.clear();
+        self.ids.clear();
+    }
+
+    /// Empties the cache if `extra` more bytes of keys and ids (and one more long word, with
+    /// `long`) would pass its bound.
+    fn make_room(&mut self, extra: usize, long: bool) {
+        if (long && self.long.len() >= MAX_ENTRIES)
+            || self.keys.len() + 4 * self.ids.len() + extra > MAX_ARENA_BYTES
+        {
+            self.clear();
+        }
+    }
+
+    /// The bucket of a short word's key (the table is allocated on first use).
+    #[inline(always)]
+    fn bucket_of(&mut self, key: u128) -> usize {
+        if self.front.is_empty() {
+            self.front = vec![Bucket([EMPTY; 2]); FRONT_BUCKETS].into_boxed_slice();
+        }
+        (hash_key(key) >> (64 - FRONT_BUCKETS.trailing_zeros())) as usize
+    }
+
+    /// Asks the processor to bring bucket `at` into the cache, so that its lookup a few words
+    /// later does not wait on memory.
+    #[inline(always)]
+    fn prefetch(&self, at: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint, of an address inside the table.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.front.as_ptr().add(at) as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+
+    /// Appends the ids of the short word packed in `key` (bucket `at`) to `out`, from the
+    /// table or from `model`'s Viterbi.
+    #[inline(always)]
+    fn encode_short(
+        &mut self,
+        model: &UnigramModel,
+        narrow: bool,
+        key: u128,
+        at: usize,
+        out: &mut Vec<u32>,
+    ) {
+        let bucket = &mut self.front[at];
+        for way in 0..2 {
+            let slot = bucket.0[way];
+            if slot.key == key && slot.model == model.cache_id {
+                if slot.ids[0] == SPILLED {
+                    let (from, len) = (slot.ids[1] as usize, slot.ids[2] as usize);
+                    out.extend_from_slice(&self.ids[from..from + len]);
+                } else {
+                    push_inline(&slot.ids, narrow, out);
+                }
+                if way == 1 {
+                    bucket.0.swap(0, 1);
+                }
+                return;
+            }
+        }
+        // The word is its key's first bytes (the length is in the top byte).
+        let bytes = key.to_le_bytes();
+        let word = std::str::from_utf8(&bytes[..(key >> 120) as usize])
+            .expect("a key packs the bytes of a str");
+        let mark = out.len();
+        model.encode_into(word, out);
+        let new_ids = &out[mark..];
+        let ids = match pack_ids(new_ids, narrow) {
+            Some(ids) => ids,
+            None => {
+                self.make_room(4 * new_ids.len(), false);
+                let from = self.ids.len() as u32;
+                self.ids.extend_from_slice(new_ids);
+                [SPILLED, from, new_ids.len() as u32]
+            }
+        };
+        // (`make_room` may have emptied the table: the bucket is looked up again.)
+        let bucket = &mut self.front[at];
+        bucket.0[1] = bucket.0[0];
+        bucket.0[0] = Slot {
+            key,
+            model: model.cache_id,
+            ids,
+        };
+    }
+
+    fn encode_long(&mut self, model: &UnigramModel, word: &str, out: &mut Vec<u32>) {
+        let bytes = word.as_bytes();
         let hash = hash_word(model.cache_id, bytes);
-        let packed = pack(bytes);
-        let WordCache { table, keys, ids } = self;
-        let hit = table.find(hash, |e| {
+        let WordCache {
+            long, keys, ids, ..
+        } = self;
+        let hit = long.find(hash, |e| {
             e.model == model.cache_id
-                && e.packed == packed
-                && (bytes.len() <= MAX_PACKED
-                    || (e.key_len as usize == bytes.len()
-                        && &keys[e.key_at as usize..e.key_at as usize + bytes.len()] == bytes))
+                && e.key_len as usize == bytes.len()
+                && &keys[e.key_at as usize..e.key_at as usize + bytes.len()] == bytes
         });
         if let Some(e) = hit {
             out.extend_from_slice(&ids[e.ids_at as usize..e.ids_at as usize + e.ids_len as usize]);
@@ -124,81 +275,158 @@ impl WordCache {
         if new_ids.len() > u8::MAX as usize {
             return;
         }
-        let long_key = if bytes.len() > MAX_PACKED {
-            bytes.len()
-        } else {
-            0
-        };
-        if table.len() >= MAX_ENTRIES
-            || keys.len() + long_key + 4 * (ids.len() + new_ids.len()) > MAX_ARENA_BYTES
-        {
-            table.clear();
-            keys.clear();
-            ids.clear();
-        }
-        let entry = Entry {
-            packed,
+        self.make_room(bytes.len() + 4 * new_ids.len(), true);
+        let WordCache {
+            long, keys, ids, ..
+        } = self;
+        let entry = LongEntry {
             model: model.cache_id,
             key_at: keys.len() as u32,
             ids_at: ids.len() as u32,
             key_len: bytes.len() as u8,
             ids_len: new_ids.len() as u8,
         };
-        if long_key > 0 {
-            keys.extend_from_slice(bytes);
-        }
+        keys.extend_from_slice(bytes);
         ids.extend_from_slice(new_ids);
-        // Growing rehashes every entry from its word, in its entry or the arena.
-        table.insert_unique(hash, entry, |e| {
-            let unpacked;
-            let word = if e.packed == [0, 0] {
-                &keys[e.key_at as usize..e.key_at as usize + e.key_len as usize]
-            } else {
-                unpacked = unpack(e.packed);
-                &unpacked[..e.key_len as usize]
-            };
-            hash_word(e.model, word)
+        // Growing rehashes every entry from its word in the arena.
+        long.insert_unique(hash, entry, |e| {
+            hash_word(
+                e.model,
+                &keys[e.key_at as usize..e.key_at as usize + e.key_len as usize],
+            )
         });
     }
 }
 
-/// This thread's cache, lent to one encoding: [`CachedWords::encode`] for each word.
-pub struct CachedWords<'m, 'c> {
+/// Short words whose buckets are fetched ahead of their lookup.
+const LOOKAHEAD: usize = 8;
+
+/// This thread's cache, lent to one encoding: [`CachedWords::encode`] for each word, the ids
+/// appended to the output it was lent with.
+///
+/// A short word's lookup waits on its bucket's cache line, a random place in 2 MiB: the
+/// bucket is prefetched when the word arrives and looked up [`LOOKAHEAD`] words later (its
+/// key holds its bytes, all a miss needs), so the waits overlap. Words leave the queue in
+/// order, and a word that does not enter it (long, or uncached) waits for the queue to empty,
+/// so the ids come in the words' order.
+pub struct CachedWords<'m, 'c, 'o> {
     model: &'m UnigramModel,
+    /// The model's ids fit 16 bits, six to a slot.
+    narrow: bool,
     cache: Option<&'c mut WordCache>,
+    out: &'o mut Vec<u32>,
+    /// Keys and buckets of the short words not yet looked up, from `head`, `queued` of them.
+    queue: [(u128, usize); LOOKAHEAD],
+    head: usize,
+    queued: usize,
 }
 
-impl CachedWords<'_, '_> {
-    /// Appends the ids of `word` to `out`: the same ids as [`UnigramModel::encode_into`].
-    pub fn encode(&mut self, word: &str, out: &mut Vec<u32>) {
-        match self.cache.as_deref_mut() {
-            Some(cache) => cache.encode(self.model, word, out),
-            None => self.model.encode_into(word, out),
+impl CachedWords<'_, '_, '_> {
+    /// Appends the ids of `word` to the output, in order (those of the last few words once
+    /// the lending ends): the same ids as [`UnigramModel::encode_into`].
+    #[inline]
+    pub fn encode(&mut self, word: &str) {
+        let model = self.model;
+        let Some(cache) = self.cache.as_deref_mut() else {
+            return model.encode_into(word, self.out);
+        };
+        let bytes = word.as_bytes();
+        if model.cache_id != 0 && (1..=MAX_PACKED).contains(&bytes.len()) {
+            let key = key_of(bytes);
+            let at = cache.bucket_of(key);
+            cache.prefetch(at);
+            if self.queued == LOOKAHEAD {
+                self.pop();
+            }
+            self.queue[(self.head + self.queued) % LOOKAHEAD] = (key, at);
+            self.queued += 1;
+            return;
+        }
+        self.flush();
+        let Some(cache) = self.cache.as_deref_mut() else {
+            unreachable!("checked above")
+        };
+        // (An empty word has no ids.)
+        if model.cache_id == 0 || bytes.is_empty() || bytes.len() > MAX_WORD {
+            model.encode_into(word, self.out);
+        } else {
+            cache.encode_long(model, word, self.out);
+        }
+    }
+
+    /// Looks up the oldest queued word.
+    #[inline(always)]
+    fn pop(&mut self) {
+        let (key, at) = self.queue[self.head];
+        self.head = (self.head + 1) % LOOKAHEAD;
+        self.queued -= 1;
+        if let Some(cache) = self.cache.as_deref_mut() {
+            cache.encode_short(self.model, self.narrow, key, at, self.out);
+        }
+    }
+
+    /// Looks up every queued word.
+    fn flush(&mut self) {
+        while self.queued > 0 {
+            self.pop();
         }
     }
 }
 
 impl UnigramModel {
-    /// Runs `f` with this thread's word cache for this model (uncached if the cache is
-    /// already lent further up this thread's stack, which the encoder never does).
-    pub fn with_word_cache<R>(&self, f: impl FnOnce(&mut CachedWords<'_, '_>) -> R) -> R {
-        CACHE.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut cache) => f(&mut CachedWords {
+    /// Runs `f` with this thread's word cache for this model, the ids of the words it encodes
+    /// appended to `out` (uncached if the cache is already lent further up this thread's
+    /// stack, which the encoder never does).
+    pub fn with_word_cache<R>(
+        &self,
+        out: &mut Vec<u32>,
+        f: impl FnOnce(&mut CachedWords<'_, '_, '_>) -> R,
+    ) -> R {
+        // Every id is below the number of pieces, so at most 0xFFFD here: neither [`NONE16`]
+        // nor, with a second id of [`NONE16`], a first word of [`SPILLED`].
+        self.with_cache_as(self.len() < NONE16 as usize, out, f)
+    }
+
+    /// [`UnigramModel::with_word_cache`] with slots of narrow or wide ids (the tests use both
+    /// on a small vocabulary).
+    fn with_cache_as<R>(
+        &self,
+        narrow: bool,
+        out: &mut Vec<u32>,
+        f: impl FnOnce(&mut CachedWords<'_, '_, '_>) -> R,
+    ) -> R {
+        CACHE.with(|cell| {
+            let mut lent = cell.try_borrow_mut().ok();
+            let mut words = CachedWords {
                 model: self,
-                cache: Some(&mut cache),
-            }),
-            Err(_) => f(&mut CachedWords {
-                model: self,
-                cache: None,
-            }),
+                narrow,
+                cache: lent.as_deref_mut(),
+                out,
+                queue: [(0, 0); LOOKAHEAD],
+                head: 0,
+                queued: 0,
+            };
+            let result = f(&mut words);
+            words.flush();
+            result
         })
     }
 }
 
-/// Entries in this thread's cache (for the tests of its bound).
+/// Long words in this thread's cache, and bytes in its arenas (for the tests of its bound).
 #[cfg(test)]
-pub(super) fn thread_cache_len() -> usize {
-    CACHE.with(|cell| cell.borrow().table.len())
+fn thread_cache_size() -> (usize, usize) {
+    CACHE.with(|cell| {
+        let c = cell.borrow();
+        (c.long.len(), c.keys.len() + 4 * c.ids.len())
+    })
+}
+
+/// Empties this thread's cache (before a test reads the same model's words with the other
+/// slot width, which a model never does).
+#[cfg(test)]
+fn clear_thread_cache() {
+    CACHE.with(|cell| cell.borrow_mut().clear())
 }
 
 #[cfg(test)]
@@ -252,42 +480,127 @@ mod tests {
         let en = shared_model("spm_botchan_unigram_1000.model");
         let ja = shared_model("spm_ja_unigram_8000.model");
         let words = words();
-        // Twice over (misses, then hits), alternating the two models on the same words: an
-        // entry of one model answering for the other would give the other's ids.
-        for _ in 0..2 {
-            for word in &words {
-                for model in [&en, &ja] {
-                    let mut got = vec![7];
-                    model.with_word_cache(|cache| cache.encode(word, &mut got));
-                    assert_eq!(got[0], 7, "{word:?}: ids before are kept");
-                    assert_eq!(got[1..], uncached(model, word), "{word:?}");
+        // Slots of 16-bit ids (these vocabularies' own) and of 32-bit ones (as a vocabulary of
+        // more than 65,535 pieces has): words of up to six or three ids inline, the others in
+        // the arena, and words over 15 bytes in the long table.
+        for narrow in [true, false] {
+            clear_thread_cache();
+            // Twice over (misses, then hits), alternating the two models on the same words:
+            // an entry of one model answering for the other would give the other's ids.
+            for _ in 0..2 {
+                for word in &words {
+                    for model in [&en, &ja] {
+                        let mut got = vec![7];
+                        model.with_cache_as(narrow, &mut got, |cache| cache.encode(word));
+                        assert_eq!(got[0], 7, "{word:?}: ids before are kept");
+                        assert_eq!(got[1..], uncached(model, word), "{word:?}");
+                    }
                 }
             }
         }
     }
 
     #[test]
+    fn words_of_one_lending_keep_their_order() {
+        // Many words in one lending: short ones wait in the lookahead queue while long ones
+        // (16 to 64 bytes, and past 64) and empty ones go straight through, so each kind
+        // overtaking another would show as ids out of order.
+        let en = shared_model("spm_botchan_unigram_1000.model");
+        let ja = shared_model("spm_ja_unigram_8000.model");
+        let mut words = words();
+        let mut rng = crate::util::SplitMix64::new(5);
+        for i in (0..words.len()).step_by(7) {
+            let len = [16, 40, 64, 65, 90][(rng.next_u64() % 5) as usize];
+            words.insert(i, "▁".to_string() + &"ab".repeat(len / 2 - 1));
+        }
+        for narrow in [true, false] {
+            clear_thread_cache();
+            for _ in 0..2 {
+                for model in [&en, &ja] {
+                    for chunk in words.chunks(1000) {
+                        let mut got = vec![7];
+                        model.with_cache_as(narrow, &mut got, |cache| {
+                            chunk.iter().for_each(|w| cache.encode(w))
+                        });
+                        let mut want = vec![7];
+                        chunk.iter().for_each(|w| model.encode_into(w, &mut want));
+                        assert_eq!(got, want);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn inline_ids_read_back_as_written() {
+        let mut rng = crate::util::SplitMix64::new(11);
+        for (narrow, most, top) in [(true, 6, 0xFFFD), (false, 3, u32::MAX - 2)] {
+            for len in 0..=most {
+                for round in 0..200 {
+                    // The largest id a slot may hold, and random ones.
+                    let ids: Vec<u32> = (0..len)
+                        .map(|k| {
+                            if (round + k) % 3 == 0 {
+                                top
+                            } else {
+                                (rng.next_u64() % (top as u64 + 1)) as u32
+                            }
+                        })
+                        .collect();
+                    let slot = pack_ids(&ids, narrow).unwrap();
+                    assert_ne!(slot[0], SPILLED, "{ids:?}");
+                    let mut back = Vec::new();
+                    push_inline(&slot, narrow, &mut back);
+                    assert_eq!(back, ids);
+                }
+            }
+            assert_eq!(pack_ids(&vec![1; most + 1], narrow), None);
+        }
+    }
+
+    #[test]
     fn the_cache_stays_bounded_and_correct_past_its_size() {
         let model = shared_model("spm_botchan_unigram_1000.model");
-        let word = |i: usize| format!("▁w{i}x{}", i * 7919 % 1000);
+        clear_thread_cache();
         let mut got = Vec::new();
-        for i in 0..MAX_ENTRIES + 5000 {
+        // Long words past the long table's bound, then short words of many ids (hex digits)
+        // past the arena's: each empties the cache, and a slot left pointing into the emptied
+        // arena would give other words' ids below.
+        let long = |i: usize| format!("▁word{i}x{}long", i * 7919 % 1000);
+        let short = |i: usize| format!("▁{:x}", (i as u64).wrapping_mul(0x9E37_79B9) >> 20);
+        let mut emptied = 0;
+        let mut last = thread_cache_size();
+        for word in (0..MAX_ENTRIES + 5000)
+            .map(long)
+            .chain((0..150_000).map(short))
+        {
             got.clear();
-            model.with_word_cache(|cache| cache.encode(&word(i), &mut got));
-            assert!(thread_cache_len() <= MAX_ENTRIES);
+            model.with_word_cache(&mut got, |cache| cache.encode(&word));
+            let size = thread_cache_size();
+            assert!(
+                size.0 <= MAX_ENTRIES && size.1 <= MAX_ARENA_BYTES,
+                "{size:?}"
+            );
+            emptied += usize::from(size.1 < last.1);
+            last = size;
         }
+        assert!(emptied >= 2, "emptied {emptied} times");
         // After it was emptied: old and new words still give the Viterbi's ids.
-        for i in (0..MAX_ENTRIES + 5000).step_by(97) {
+        for word in (0..MAX_ENTRIES + 5000)
+            .step_by(97)
+            .map(long)
+            .chain((0..150_000).step_by(97).map(short))
+        {
             got.clear();
-            model.with_word_cache(|cache| cache.encode(&word(i), &mut got));
-            assert_eq!(got, uncached(&model, &word(i)));
+            model.with_word_cache(&mut got, |cache| cache.encode(&word));
+            assert_eq!(got, uncached(&model, &word));
         }
         // Words too long to cache are encoded, not kept.
         let long = "▁".to_string() + &"abcdefgh".repeat(MAX_WORD / 8 + 1);
-        let before = thread_cache_len();
+        let before = thread_cache_size();
         got.clear();
-        model.with_word_cache(|cache| cache.encode(&long, &mut got));
+        model.with_word_cache(&mut got, |cache| cache.encode(&long));
         assert_eq!(got, uncached(&model, &long));
-        assert_eq!(thread_cache_len(), before);
+        assert_eq!(thread_cache_size(), before);
     }
 }
