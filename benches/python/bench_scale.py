@@ -366,6 +366,10 @@ def main() -> None:
                          "else SCRATCH/scale)")
     ap.add_argument("--sizes", default="1M,3M,10M", help="comma-separated sizes in documents (default 1M,3M,10M)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shard-docs", type=int,
+                    help="documents a corpus shard (default: the largest that divides every size, at most "
+                         "500k and a quarter of the smallest): pass the one an existing corpus has to reuse it "
+                         "for a single size")
     ap.add_argument("--workers", type=int, default=2, help="clean's --workers (2)")
     ap.add_argument("--tokenize-workers", type=int, default=1, help="tokenize's -w (1; its threads use the cores)")
     ap.add_argument("--memory-mb", type=int, default=256, help="minhash_dedup's memory_mb (256)")
@@ -377,7 +381,7 @@ def main() -> None:
 
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
     args.work.mkdir(parents=True, exist_ok=True)
-    corpus = ensure_corpus(args.work, max(sizes), shard_docs_for(sizes), args.seed)
+    corpus = ensure_corpus(args.work, max(sizes), args.shard_docs or shard_docs_for(sizes), args.seed)
     config, threshold = write_config(args.work, args.memory_mb)
     print_machine_facts()
     rows = []
