@@ -27,7 +27,8 @@
 //! pieces later ([`PieceEncoder`]), so the cache's misses to memory overlap.
 //!
 //! (Over 500 lines: 78 of them are its unit tests; the rest is one model: its merge table, built
-//! for both rule sets, the short and long merge loops that read it, and the cached entry point.)
+//! for both rule sets, the short and long merge loops that read it, and the cached entry point
+//! with its prefetch ring, `PieceEncoder`.)
 
 pub(super) use super::pair_table::pair_key;
 use super::pair_table::PairTable;
