@@ -449,9 +449,9 @@ impl Tokenizer {
         };
         // Through this thread's piece cache: repeated words skip the vocabulary lookup and the
         // merge loop, with the same ids.
-        model.with_piece_cache(|pieces| {
+        model.with_piece_cache(out, |pieces| {
             self.pre
-                .split(text, |piece| pieces.encode(piece.as_bytes(), out))
+                .split(text, |piece| pieces.encode(piece.as_bytes()))
         })
     }
 

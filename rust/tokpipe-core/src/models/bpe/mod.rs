@@ -2,6 +2,7 @@
 //! Llama-style files) and the byte-level trainer ([`BpeTrainer`]).
 
 mod chars;
+mod huge_table;
 mod model;
 mod pair_table;
 mod piece_cache;

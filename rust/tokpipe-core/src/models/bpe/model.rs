@@ -22,14 +22,17 @@
 //! BPE over characters (Llama-1/2, Mistral): see [`super::chars`].
 //!
 //! Byte-level pieces are encoded through a bounded per-thread cache of piece -> ids
-//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same.
+//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same. A
+//! piece's cache line is requested when the scanner hands the piece over and probed a few
+//! pieces later ([`PieceEncoder`]), so the cache's misses to memory overlap.
 //!
 //! (Over 500 lines: 78 of them are its unit tests; the rest is one model: its merge table, built
-//! for both rule sets, the short and long merge loops that read it, and the cached entry point.)
+//! for both rule sets, the short and long merge loops that read it, and the cached entry point
+//! with its prefetch ring, `PieceEncoder`.)
 
 pub(super) use super::pair_table::pair_key;
 use super::pair_table::PairTable;
-use super::piece_cache::{key_of, MAX_PIECE};
+use super::piece_cache::{key_of, PieceCache, MAX_PIECE};
 use super::short_tokens::ShortTokens;
 use crate::error::{shown, Error, Result};
 use rustc_hash::FxHashMap;
@@ -79,21 +82,71 @@ pub struct BpeModel {
     pub(super) cache_id: u32,
 }
 
-/// Encodes pieces with a model, through a piece cache when there is one; see
-/// [`BpeModel::with_piece_cache`].
-pub struct PieceEncoder<'m, 'c> {
-    model: &'m BpeModel,
-    cache: Option<&'c mut super::piece_cache::PieceCache>,
+/// Pieces between the request for a piece's cache bucket ([`PieceCache::prefetch`]) and its
+/// probe; a power of two. Enough pieces to cover a load from memory (a cached piece costs
+/// tens of nanoseconds), few enough that their buckets stay in the L1 cache meanwhile.
+const LAG: usize = 16;
+
+/// A piece waiting for its probe: its bytes, and for a piece of 2 to `MAX_PIECE` bytes its key
+/// and cache bucket (key 0 for the others, which take the uncached or long-map path).
+#[derive(Clone, Copy)]
+struct Pending<'t> {
+    piece: &'t [u8],
+    key: u128,
+    bucket: usize,
 }
 
-impl PieceEncoder<'_, '_> {
-    /// Appends the ids of one piece to `out`: those of [`BpeModel::encode_piece`].
+/// Encodes the pieces of a text, in order, into one output, through this thread's piece cache
+/// when there is one; see [`BpeModel::with_piece_cache`]. With a cache, each piece's bucket is
+/// requested from memory when the piece arrives and probed [`LAG`] pieces later, so the loads
+/// of consecutive pieces overlap instead of waiting one after another; the ids are appended in
+/// the pieces' order all the same.
+pub struct PieceEncoder<'m, 'c, 'o, 't> {
+    model: &'m BpeModel,
+    cache: Option<&'c mut PieceCache>,
+    out: &'o mut Vec<u32>,
+    ring: [Pending<'t>; LAG],
+    /// Pieces received so far; the last `min(seen, LAG)` of them wait in `ring`.
+    seen: usize,
+}
+
+impl<'t> PieceEncoder<'_, '_, '_, 't> {
+    /// Appends the ids of one piece (those of [`BpeModel::encode_piece`]) after those of the
+    /// pieces before it; with a cache they are written up to [`LAG`] pieces later.
     #[inline(always)]
-    pub fn encode(&mut self, piece: &[u8], out: &mut Vec<u32>) {
-        match &mut self.cache {
-            Some(cache) => self.model.encode_piece_cached(cache, piece, out),
-            None => self.model.encode_piece(piece, out),
+    pub fn encode(&mut self, piece: &'t [u8]) {
+        let Some(cache) = self.cache.as_deref_mut() else {
+            return self.model.encode_piece(piece, self.out);
+        };
+        let mut pending = Pending {
+            piece,
+            key: 0,
+            bucket: 0,
+        };
+        if (2..=MAX_PIECE).contains(&piece.len()) {
+            pending.key = key_of(piece);
+            pending.bucket = PieceCache::bucket(pending.key);
+            cache.prefetch(pending.bucket);
         }
+        let at = self.seen % LAG;
+        if self.seen >= LAG {
+            let old = self.ring[at];
+            self.model.encode_pending(cache, old, self.out);
+        }
+        self.ring[at] = pending;
+        self.seen += 1;
+    }
+
+    /// Encodes the pieces still waiting.
+    fn flush(&mut self) {
+        let Some(cache) = self.cache.as_deref_mut() else {
+            return;
+        };
+        for i in self.seen.saturating_sub(LAG)..self.seen {
+            self.model
+                .encode_pending(cache, self.ring[i % LAG], self.out);
+        }
+        self.seen = 0;
     }
 }
 
@@ -366,32 +419,49 @@ impl BpeModel {
         self.merge_piece(piece, out);
     }
 
-    /// Runs `f` with an encoder of pieces for this model that goes through this thread's piece
-    /// cache (module `piece_cache`): the same ids as [`BpeModel::encode_piece`], for a whole
-    /// document's pieces at the cost of one thread-local access.
+    /// Runs `f` with an encoder of pieces for this model that appends their ids to `out`
+    /// through this thread's piece cache (module `piece_cache`): the same ids as
+    /// [`BpeModel::encode_piece`] on each piece in turn, for a whole document's pieces at the
+    /// cost of one thread-local access. Every piece given to the encoder is in `out` when this
+    /// returns.
     #[inline]
-    pub fn with_piece_cache<R>(&self, f: impl FnOnce(&mut PieceEncoder<'_, '_>) -> R) -> R {
-        if self.cache_id == 0 || self.chars.is_some() {
-            return f(&mut PieceEncoder {
+    pub fn with_piece_cache<'t, R>(
+        &self,
+        out: &mut Vec<u32>,
+        f: impl FnOnce(&mut PieceEncoder<'_, '_, '_, 't>) -> R,
+    ) -> R {
+        let run = |cache: Option<&mut PieceCache>| {
+            let empty = Pending {
+                piece: &[],
+                key: 0,
+                bucket: 0,
+            };
+            let mut encoder = PieceEncoder {
                 model: self,
-                cache: None,
-            });
+                cache,
+                out,
+                ring: [empty; LAG],
+                seen: 0,
+            };
+            let result = f(&mut encoder);
+            encoder.flush();
+            result
+        };
+        if self.cache_id == 0 || self.chars.is_some() {
+            return run(None);
         }
-        super::piece_cache::with_thread_cache(|cache| f(&mut PieceEncoder { model: self, cache }))
+        super::piece_cache::with_thread_cache(run)
     }
 
-    /// [`BpeModel::encode_piece`] for a byte-level model, looking pieces of 2 to
-    /// `piece_cache::MAX_PIECE` bytes up in `cache` first and remembering the ids of a miss.
+    /// [`BpeModel::encode_piece`] for a byte-level model through `cache`: a piece of 2 to
+    /// `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one in the
+    /// long map, and the ids of a miss are remembered.
     #[inline(always)]
-    fn encode_piece_cached(
-        &self,
-        cache: &mut super::piece_cache::PieceCache,
-        piece: &[u8],
-        out: &mut Vec<u32>,
-    ) {
-        use super::piece_cache::{MAX_IDS, MAX_LONG_PIECE};
-        if piece.len() > MAX_PIECE {
-            if piece.len() > MAX_LONG_PIECE {
+    fn encode_pending(&self, cache: &mut PieceCache, pending: Pending<'_>, out: &mut Vec<u32>) {
+        use super::piece_cache::{Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE};
+        let Pending { piece, key, bucket } = pending;
+        if key == 0 {
+            if piece.len() <= MAX_PIECE || piece.len() > MAX_LONG_PIECE {
                 return self.encode_piece(piece, out);
             }
             if cache.get_long(self.cache_id, piece, out) {
@@ -401,24 +471,26 @@ impl BpeModel {
             self.encode_piece(piece, out);
             return cache.put_long(self.cache_id, piece, &out[start..]);
         }
-        if piece.len() < 2 {
-            return self.encode_piece(piece, out);
-        }
-        let key = key_of(piece);
-        if cache.get(self.cache_id, key, out) {
-            return;
-        }
-        // A short piece of more ids than a slot holds lives in the long map.
-        if cache.get_long(self.cache_id, piece, out) {
-            return;
+        match cache.get_in(bucket, self.cache_id, key, out) {
+            Probe::Hit => return,
+            // A short piece of more ids than a slot holds lives in the long map.
+            Probe::Long => {
+                if cache.get_long(self.cache_id, piece, out) {
+                    return;
+                }
+            }
+            Probe::Miss => {}
         }
         let start = out.len();
         self.encode_short(key, piece, out);
         let ids = &out[start..];
         match ids.len() {
             0 => {}
-            n if n <= MAX_IDS => cache.put(self.cache_id, key, ids),
-            _ => cache.put_long(self.cache_id, piece, ids),
+            n if n <= MAX_IDS => cache.put_in(bucket, self.cache_id, key, ids),
+            _ => {
+                cache.put_long(self.cache_id, piece, ids);
+                cache.put_in(bucket, self.cache_id, key, &[IN_LONG]);
+            }
         }
     }
 

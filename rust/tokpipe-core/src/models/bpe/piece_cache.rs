@@ -30,6 +30,7 @@
 //! Ids never depend on the cache: an entry is the merge loop's own output for that piece and
 //! model, so a hit gives the ids a miss would compute.
 
+use super::huge_table::HugeTable;
 pub(super) use crate::models::packed_key::{hash_key, key_of};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -52,6 +53,21 @@ const BUCKETS: usize = 1 << 15;
 
 /// Unused id slot of an entry (no id reaches it: ids are bounded far below).
 const NONE: u32 = u32::MAX;
+
+/// The only id of the entry of a short piece whose ids are in the long map (more than
+/// [`MAX_IDS`]): its first sight then costs no probe of that map (a hash of the bytes), and a
+/// later one knows where to look. No id reaches it either.
+pub(super) const IN_LONG: u32 = u32::MAX - 1;
+
+/// What a probe of the table found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// The ids, appended to the output.
+    Hit,
+    /// The piece's ids are in the long map (if it has not been emptied since).
+    Long,
+    Miss,
+}
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -80,7 +96,7 @@ const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 type LongEntry = (u32, Box<[u32]>);
 
 pub(super) struct PieceCache {
-    buckets: Box<[Bucket]>,
+    buckets: HugeTable<Bucket>,
     /// Pieces longer than [`MAX_PIECE`] or of more than [`MAX_IDS`] ids.
     long: FxHashMap<Box<[u8]>, LongEntry>,
     /// Bytes of keys and ids in `long`.
@@ -103,44 +119,70 @@ pub(super) fn with_thread_cache<R>(f: impl FnOnce(Option<&mut PieceCache>) -> R)
 impl PieceCache {
     fn new() -> Self {
         PieceCache {
-            buckets: vec![Bucket([EMPTY; 2]); BUCKETS].into_boxed_slice(),
+            buckets: HugeTable::filled(BUCKETS, Bucket([EMPTY; 2])),
             long: FxHashMap::default(),
             long_bytes: 0,
         }
     }
 
+    /// The bucket of `key` (below [`BUCKETS`]).
     #[inline(always)]
-    fn bucket(key: u128) -> usize {
+    pub(super) fn bucket(key: u128) -> usize {
         (hash_key(key) >> (64 - BUCKETS.trailing_zeros())) as usize
     }
 
-    /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
+    /// Asks the CPU to load bucket `bucket`'s line ahead of its probe. The table is 2 MiB, so
+    /// the probes of a thread's first sights and of rarer words miss the core's caches; a probe
+    /// asked for a few pieces ahead ([`super::model::PieceEncoder`]) waits for memory while the
+    /// pieces in between are scanned and encoded, instead of after them.
     #[inline(always)]
+    pub(super) fn prefetch(&self, bucket: usize) {
+        super::huge_table::prefetch(&self.buckets[bucket]);
+    }
+
+    /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
+    #[cfg(test)]
     pub(super) fn get(&self, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
-        let bucket = &self.buckets[Self::bucket(key)];
+        self.get_in(Self::bucket(key), model, key, out) == Probe::Hit
+    }
+
+    /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
+    #[inline(always)]
+    pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> Probe {
+        let bucket = &self.buckets[bucket];
         for slot in &bucket.0 {
             if slot.key == key && slot.model == model {
+                if slot.ids[0] == IN_LONG {
+                    return Probe::Long;
+                }
                 let n = slot
                     .ids
                     .iter()
                     .position(|&id| id == NONE)
                     .unwrap_or(MAX_IDS);
                 out.extend_from_slice(&slot.ids[..n]);
-                return true;
+                return Probe::Hit;
             }
         }
-        false
+        Probe::Miss
     }
 
     /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
-    #[inline]
+    #[cfg(test)]
     pub(super) fn put(&mut self, model: u32, key: u128, ids: &[u32]) {
+        self.put_in(Self::bucket(key), model, key, ids)
+    }
+
+    /// [`PieceCache::put`] with `key`'s bucket already computed.
+    #[inline]
+    pub(super) fn put_in(&mut self, bucket: usize, model: u32, key: u128, ids: &[u32]) {
         debug_assert!((1..=MAX_IDS).contains(&ids.len()));
+        debug_assert_eq!(bucket, Self::bucket(key));
         let mut slot = EMPTY;
         slot.key = key;
         slot.model = model;
         slot.ids[..ids.len()].copy_from_slice(ids);
-        let bucket = &mut self.buckets[Self::bucket(key)];
+        let bucket = &mut self.buckets[bucket];
         bucket.0[1] = bucket.0[0];
         bucket.0[0] = slot;
     }
@@ -259,6 +301,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_short_piece_of_many_ids_stays_right_after_its_long_entry_is_emptied() {
+        // Bytes only: a piece of n bytes is n ids, so every short piece of 4 or more bytes
+        // goes to the long map, with an `IN_LONG` entry in the table.
+        let vocab: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
+        let model = BpeModel::from_ranks(vocab, "bytes").unwrap();
+        let tok = Tokenizer::new(PreTokenizer::new("cl100k").unwrap(), model, vec![]).unwrap();
+        let encode = |text: &str| tok.encode(text, &AllowedSpecial::None).unwrap();
+        let text = "abcd efghijk abcd";
+        let want: Vec<u32> = text.bytes().map(u32::from).collect();
+        assert_eq!(encode(text), want);
+        assert_eq!(encode(text), want);
+        // Long pieces of letters until the long map has been emptied at least once.
+        let word = |i: usize| -> String {
+            let tag: String = (0..4)
+                .map(|k| (b'a' + ((i >> (4 * k)) & 15) as u8) as char)
+                .collect();
+            format!(" {tag}{}", "x".repeat(200))
+        };
+        for i in 0..3 * LONG_BYTES / 800 {
+            let piece = word(i);
+            let ids = encode(&piece);
+            assert_eq!(ids.len(), piece.len());
+        }
+        assert_eq!(encode(text), want);
+        assert_eq!(uncached(&tok, text), want);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! Memory: 24 bytes a slot, 6 MiB for cl100k (99,226 such tokens), 12 MiB for o200k, per
 //! model.
 
+use super::huge_table::HugeTable;
 use super::piece_cache::{hash_key, key_of, MAX_PIECE};
 
 /// An empty slot's key (a real key has the piece's length, at least 2, in its top byte).
@@ -35,7 +36,7 @@ const EMPTY: Slot = Slot {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ShortTokens {
-    slots: Box<[Slot]>,
+    slots: HugeTable<Slot>,
     /// `64 - log2(slots.len())`.
     shift: u32,
 }
@@ -50,7 +51,7 @@ impl ShortTokens {
             .collect();
         let capacity = (2 * short.len()).next_power_of_two().max(16);
         let mut table = ShortTokens {
-            slots: vec![EMPTY; capacity].into_boxed_slice(),
+            slots: HugeTable::filled(capacity, EMPTY),
             shift: 64 - capacity.trailing_zeros(),
         };
         let mask = capacity - 1;
