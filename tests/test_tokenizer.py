@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import multiprocessing
 import weakref
 from pathlib import Path
 
@@ -180,6 +181,30 @@ def test_id_lists_are_left_out_of_the_cycle_collector_yet_keep_what_they_hold() 
     del held
     gc.collect()
     assert probe() is ids[-1]
+
+
+def _encode_in_forked_child(texts: list[str], expected: list[list[int]]) -> None:
+    """Run in a forked child: the parent's pool of two threads did not come along."""
+    if ours("cl100k").encode_batch(texts, num_threads=2) != expected:
+        raise SystemExit(1)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_encodes_with_the_thread_count_its_parent_used() -> None:
+    """Pools are kept per thread count, but a forked child (``datasets.map(num_proc=...)``)
+    inherits none of their threads: given the parent's pool, its batch would wait forever.
+    The timeout only tells that wait from an answer; a child encodes two texts in well
+    under a second."""
+    texts = ["one document", "another, longer document"]
+    expected = ours("cl100k").encode_batch(texts, num_threads=2)
+    child = multiprocessing.get_context("fork").Process(target=_encode_in_forked_child, args=(texts, expected))
+    child.start()
+    child.join(timeout=300)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child's encode_batch(num_threads=2) never returned")
+    assert child.exitcode == 0
 
 
 # -- loading untrusted files: ids, sizes and messages -------------------------------------------

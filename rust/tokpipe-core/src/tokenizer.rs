@@ -846,16 +846,22 @@ pub(crate) fn in_pool<T: Send>(
 }
 
 /// A pool of `n` threads, or `None` for rayon's global pool (all cores). Pools are made once
-/// per thread count and kept for the process.
+/// per thread count and kept for the process (not for a forked child: see below).
 //
 // Why kept: a pool made per call starts new threads, and the per-thread caches that make
 // repeated pieces cheap (the BPE piece cache, the Unigram word cache) die with them, so a
 // caller passing `num_threads` to every batch (a pipeline stage, a notebook loop) encoded each
 // batch cold and paid the threads' start as well. Idle rayon threads sleep; past
 // `KEPT_POOLS` distinct counts a pool is made for the call alone, as before.
+//
+// Why by process: a forked child (multiprocessing's "fork", `datasets.map(num_proc=...)`)
+// inherits the map but not the pools' threads, and a job given to a pool with no threads
+// waits forever. The child starts an empty map; the parent's pools are leaked there, not
+// dropped, since dropping one wakes threads through locks the fork may have caught held.
 fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>> {
     const KEPT_POOLS: usize = 8;
-    static POOLS: OnceLock<Mutex<FxHashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    type Pools = (u32, FxHashMap<usize, Arc<rayon::ThreadPool>>);
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
     let n = match num_threads {
         None | Some(0) => return Ok(None),
         Some(n) => n,
@@ -868,10 +874,16 @@ fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPoo
             .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))
     };
     // A poisoned lock only means another thread panicked while inserting; the map is whole.
-    let mut pools = POOLS
+    let mut guard = POOLS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    let (owner, pools) = &mut *guard;
+    let pid = std::process::id();
+    if *owner != pid {
+        std::mem::forget(std::mem::take(pools));
+        *owner = pid;
+    }
     if let Some(pool) = pools.get(&n) {
         return Ok(Some(Arc::clone(pool)));
     }
