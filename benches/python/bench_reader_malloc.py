@@ -24,7 +24,7 @@ CHILD = r"""
 import json, resource, sys, time
 from tokpipe.pipeline.config import StageSpec
 from tokpipe.pipeline.engines.units import prefetched
-from tokpipe.pipeline.engines.workers import keep_freed_memory
+from tokpipe.pipeline.allocator import keep_freed_memory
 from tokpipe.pipeline.readers import ReaderOptions, plan_tasks, read_task
 
 path, mode, keep, vocab = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]

@@ -31,7 +31,7 @@ __all__ = ["cli", "main", "UsageError", "friendly_errors", "corpus_options"]
 def main() -> None:
     from tokpipe.cli import (clean, encode, eval_tokenizer, language_model, mix, report, stats, tokenize,  # noqa: F401
                              train, train_lm, train_quality)  # (registers the commands)
-    from tokpipe.pipeline.engines.workers import keep_freed_memory
+    from tokpipe.pipeline.allocator import keep_freed_memory
 
     keep_freed_memory()
 

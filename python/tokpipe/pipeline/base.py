@@ -34,14 +34,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Protocol, Union, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
 
 from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "GroupJoin", "split_by_task", "scratch_space", "StageResult", "StageStats", "Verdict", "register",
+__all__ = ["Stage", "Filter", "GlobalStage", "Decision", "DecideContext", "GroupJoin", "split_by_task", "scratch_space",
+           "PiecewiseKeys", "key_pieces", "StageResult", "StageStats", "Verdict", "register",
            "REGISTRY", "StageRegistry", "split_rejected", "REASON", "STAGE", "DUPLICATE_OF"]
 
 #: Columns a rejected document carries besides its own: why, and which stage dropped it.
@@ -335,6 +336,23 @@ class GroupJoin:
     finish: Callable[[np.ndarray, Sequence[pa.Array], Sequence[int], DecideContext],
                      Union[list[np.ndarray], list[Decision]]]
     representatives: int | None = None
+
+
+@runtime_checkable
+class PiecewiseKeys(Protocol):
+    """Keys an engine can also hand over a piece at a time (``pieces(task)``: the task's
+    keys in order, as a few arrays read one after another), so that a stage which consumes
+    its keys as a stream holds one piece instead of a whole task's."""
+
+    def pieces(self, task: int) -> Iterator[pa.Array]: ...
+
+
+def key_pieces(keys: Sequence[pa.Array], task: int) -> Iterator[pa.Array]:
+    """Task ``task``'s keys in order: in pieces when ``keys`` offers them
+    (:class:`PiecewiseKeys`), else the task's whole array."""
+    if isinstance(keys, PiecewiseKeys):
+        return keys.pieces(task)
+    return iter([keys[task]])
 
 
 def split_by_task(values: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:

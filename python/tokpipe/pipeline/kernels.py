@@ -25,7 +25,7 @@ from tokpipe.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["arrow_strings", "list_buffers", "numpy_of", "flags_of", "arrow_of", "repeat_string", "string_array",
            "exact_dedup_keys",
-           "minhash_signatures", "minhash_dedup_keys", "minhash_pair_similarities", "paragraph_keys",
+           "minhash_signatures", "minhash_dedup_keys", "lsh_check_texts", "paragraph_keys",
            "paragraph_drop_lines", "paragraph_decide", "ParagraphDecision", "TEXT_STATS_FEATURES", "text_stats",
            "sentence_keys", "sentence_decide", "SentenceDecision", "sentence_filter",
            "blocklist_counts", "c4_quality", "C4Rewrite", "c4_badwords", "fineweb_stats", "FINEWEB_STATS",
@@ -141,14 +141,12 @@ def exact_dedup_keys(column: pa.Array | pa.ChunkedArray, lowercase: bool, collap
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), rows, [None, pa.py_buffer(digests)])
 
 
-def minhash_pair_similarities(column: pa.Array | pa.ChunkedArray, pairs: np.ndarray, shingle: str = "word",
-                              ngram: int = 5, char_ngram: int = 5, lowercase: bool = True) -> np.ndarray:
-    """The exact Jaccard similarity of the shingle sets (as ``minhash_signatures`` shingles)
-    of each pair of rows: ``pairs`` of shape ``(k, 2)``; float64, one per pair."""
-    strings, _, _ = arrow_strings(column)
-    flat = np.ascontiguousarray(pairs, dtype="<u4")
-    raw = _core.minhash_pair_similarities(strings, flat, shingle, ngram, char_ngram, lowercase)
-    return np.frombuffer(raw, dtype="<f8")
+def lsh_check_texts(index: LshIndex, texts: pa.Array | pa.ChunkedArray, shingle: str = "word", ngram: int = 5,
+                    char_ngram: int = 5, lowercase: bool = True) -> None:
+    """Hands ``index`` the texts of the next documents its ``check_documents`` gave, shingled
+    as ``minhash_signatures`` shingles, for its exact check."""
+    strings, _, _ = arrow_strings(texts)
+    index.add_check_texts(strings, shingle, ngram, char_ngram, lowercase)
 
 
 def minhash_signatures(column: pa.Array | pa.ChunkedArray, num_perm: int = 128, seed: int = 1,

@@ -12,7 +12,7 @@ use pyo3::types::PyBytes;
 use std::path::PathBuf;
 use tokpipe_core::minhash::banding::{ClusterConfig, Keep, LshIndex, Verify};
 use tokpipe_core::minhash::{
-    dedup_keys, exact, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig, ShingleKind,
+    dedup_keys, params, signatures, HashFunc, MinHasher, Scheme, ShingleConfig, ShingleKind,
 };
 use tokpipe_core::text::paragraphs;
 use tokpipe_core::Error;
@@ -131,41 +131,6 @@ fn u32_pairs(bytes: &[u8]) -> PyResult<Vec<(u32, u32)>> {
     Ok(u32_pair_iter(bytes)?.collect())
 }
 
-/// The exact Jaccard similarity (of their shingle sets) of pairs of rows of a string column;
-/// `pairs` as little-endian u32 row indices two by two; returns little-endian f64s.
-#[pyfunction]
-#[pyo3(signature = (column, pairs, shingle, word_ngram, char_ngram, lowercase))]
-#[allow(clippy::too_many_arguments)]
-pub fn minhash_pair_similarities<'py>(
-    py: Python<'py>,
-    column: &Bound<'py, PyAny>,
-    pairs: &Bound<'py, PyAny>,
-    shingle: &str,
-    word_ngram: usize,
-    char_ngram: usize,
-    lowercase: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
-    let column = ArrowStrings::get(column)?;
-    let buffer = PyUntypedBuffer::get(pairs)?;
-    let pairs = u32_pairs(bytes_of(&buffer)?)?;
-    let out = gate::enter(py, || -> PyResult<Vec<u8>> {
-        let column = column.column()?;
-        if let Some(&(a, b)) = pairs
-            .iter()
-            .find(|&&(a, b)| a as usize >= column.len() || b as usize >= column.len())
-        {
-            return Err(errors::invalid_argument(format!(
-                "pair ({a}, {b}) out of range for {} rows",
-                column.len()
-            )));
-        }
-        let similarities = exact::pair_similarities(&column, &pairs, &config);
-        Ok(similarities.iter().flat_map(|v| v.to_le_bytes()).collect())
-    })?;
-    Ok(PyBytes::new(py, &out))
-}
-
 /// datasketch's permutation parameters (a, b) for `(num_perm, seed, scheme)`.
 #[pyfunction]
 pub fn minhash_permutations(
@@ -271,33 +236,45 @@ impl PyLshIndex {
         self.index.as_ref().map_or(0, LshIndex::len)
     }
 
-    /// With `verify="exact"`: joins every band left and returns the distinct candidate
-    /// pairs to check, as little-endian u32s (first, second, first, second, ...).
-    /// One copy of the pairs at most is alive with the index's (handed over, not copied again).
-    fn take_pairs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, OwnedBuffer>> {
+    /// With `verify="exact"`: joins every band left; the documents of the pairs to check
+    /// (native u32s, in position order) and where to cut them into slices of about `budget`
+    /// bytes of text; see `LshIndex::check_documents`.
+    fn check_documents<'py>(
+        &mut self,
+        py: Python<'py>,
+        budget: u64,
+    ) -> PyResult<(Bound<'py, OwnedBuffer>, Vec<usize>)> {
         let index = self.index()?;
-        let flat = gate::enter(py, || -> PyResult<Vec<u32>> {
-            let pairs = index.take_pairs().py()?;
-            let mut flat = Vec::with_capacity(2 * pairs.len());
-            flat.extend(pairs.iter().flat_map(|&(a, b)| [a, b]));
-            Ok(flat)
-        })?;
-        owned_buffer(py, flat)
+        let (documents, cuts) = gate::enter(py, || index.check_documents(budget))?;
+        Ok((owned_buffer(py, documents)?, cuts))
     }
 
-    /// Where to cut the pairs `take_pairs` gave (a slice of them, as little-endian u32s two
-    /// by two) into slices of about `budget` bytes of text; see `LshIndex::pair_slices`.
-    fn pair_slices(
+    /// The texts (a string column) of the next documents `check_documents` gave, shingled
+    /// as the signatures were; see `LshIndex::add_check_texts`.
+    #[pyo3(signature = (texts, shingle, word_ngram, char_ngram, lowercase))]
+    fn add_check_texts(
         &mut self,
         py: Python<'_>,
-        pairs: &Bound<'_, PyAny>,
-        budget: u64,
-    ) -> PyResult<Vec<usize>> {
-        let buffer = PyUntypedBuffer::get(pairs)?;
-        // Read in place: the pairs may be many, and are only summed.
-        let pairs = u32_pair_iter(bytes_of(&buffer)?)?;
+        texts: &Bound<'_, PyAny>,
+        shingle: &str,
+        word_ngram: usize,
+        char_ngram: usize,
+        lowercase: bool,
+    ) -> PyResult<()> {
+        let config = shingle_config(shingle, word_ngram, char_ngram, lowercase)?;
+        let texts = ArrowStrings::get(texts)?;
         let index = self.index()?;
-        gate::enter(py, || index.pair_slices(pairs, budget))
+        gate::enter(py, || -> PyResult<()> {
+            let column = texts.column()?;
+            index.add_check_texts(&column, &config).py()
+        })
+    }
+
+    /// Joins the pairs whose texts' exact Jaccard similarity reaches the threshold; returns
+    /// how many did not. See `LshIndex::check_pairs`.
+    fn check_pairs(&mut self, py: Python<'_>) -> PyResult<u64> {
+        let index = self.index()?;
+        gate::enter(py, || index.check_pairs())
     }
 
     /// Keeps no band keys: candidates will come from `offer_pairs`. Before any `add`.
@@ -313,14 +290,6 @@ impl PyLshIndex {
         let pairs = u32_pairs(bytes_of(&buffer)?)?;
         let index = self.index()?;
         gate::enter(py, || index.offer_pairs(&pairs))
-    }
-
-    /// Joins the pairs given as little-endian u32s (first, second, ...).
-    fn union_pairs(&mut self, py: Python<'_>, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
-        let buffer = PyUntypedBuffer::get(pairs)?;
-        let pairs = u32_pairs(bytes_of(&buffer)?)?;
-        let index = self.index()?;
-        gate::enter(py, || index.union_pairs(&pairs))
     }
 
     /// Ends the index (its scratch files are removed): `(keepers, candidates, rejected,
@@ -442,7 +411,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "MINHASH_REPRESENTATIVES",
         tokpipe_core::minhash::banding::MAX_REPRESENTATIVES,
     )?;
-    m.add_function(wrap_pyfunction!(minhash_pair_similarities, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_keys, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_decide, m)?)?;
     m.add_function(wrap_pyfunction!(paragraph_drop_lines, m)?)?;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +182,34 @@ def test_spilled_band_keys_give_the_same_clusters(planted: tuple[list[str], list
     assert results[0][0] == origin
     assert results[0][:3] == results[1][:3]
     assert (results[0][3], results[1][3]) == (False, True)
+
+
+class PiecesOnly(Sequence[pa.Array]):
+    """Keys handed over only in pieces of 3 documents (``PiecewiseKeys``): asking for a whole
+    task's fails the test."""
+
+    def __init__(self, keys: list[pa.Array]) -> None:
+        self.keys = keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        raise AssertionError("a whole task's keys were asked for")
+
+    def pieces(self, task: int) -> Iterator[pa.Array]:
+        keys = self.keys[task]
+        return (keys.slice(start, 3) for start in range(0, len(keys), 3))
+
+
+def test_decide_takes_the_keys_a_piece_at_a_time(planted: tuple[list[str], list[int]]) -> None:
+    texts, origin = planted
+    stage = MinhashDedup(threshold=0.5)
+    batches = [batch(texts[i:i + 20]) for i in range(0, len(texts), 20)]
+    keys = [stage.keys(b) for b in batches]
+    decided = stage.decide(PiecesOnly(keys), DecideContext.of_batches(batches))
+    assert [len(d) for d in decided] == [len(k) for k in keys]
+    assert np.concatenate(decided).tolist() == origin
 
 
 def test_decide_reports_each_phase(planted: tuple[list[str], list[int]], tmp_path: Path) -> None:

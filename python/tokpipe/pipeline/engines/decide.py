@@ -8,7 +8,7 @@ from the tasks that hold them (:func:`gather`), so the phase never holds the doc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokpipe.pipeline import fs
+from tokpipe.pipeline.allocator import release_memory
 from tokpipe.pipeline.base import DUPLICATE_OF, DecideContext, Decision, GlobalStage, StageStats
 from tokpipe.pipeline.config import StageSpec
 from tokpipe.pipeline.documents import ID
@@ -60,6 +61,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
 
     decided = decide_stage(stage, keys, DecideContext(scratch, report, column), files, sizes)
     fs.remove_tree(scratch)
+    release_memory()
     decisions = [d if isinstance(d, Decision) else Decision(np.asarray(d)) for d in decided]
     del keys, decided
     keepers = [d.keeper for d in decisions]
@@ -107,12 +109,16 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     stats.extra.update(stage.stats.extra)
     stats.kept = stats.input - sum(stats.dropped.values())
     state.write_decision(k, stats.as_dict())
+    # The workers that apply the verdicts come next, beside this process.
+    del decisions, keepers, needed, needed_ids, clustered
+    release_memory()
     progress(f"{spec.type}: deciding", 1, 1)
 
 
 class LazyColumns(Sequence[pa.Array]):
     """One column of every task's staging shards, each task's read only when asked for, so
-    a global stage can stream the keys instead of holding all of them."""
+    a global stage can stream the keys instead of holding all of them; or a row group at a
+    time (``pieces``, the ``PiecewiseKeys`` a stage may stream instead of a task's)."""
 
     def __init__(self, files: list[list[Location]], column: str, kind: pa.DataType) -> None:
         self.files, self.column, self.kind = files, column, kind
@@ -131,6 +137,18 @@ class LazyColumns(Sequence[pa.Array]):
             return [read_column(f, self.column, self.kind) for f in self.files[i]]
         return read_column(self.files[i], self.column, self.kind)
 
+    def __iter__(self) -> Iterator[pa.Array]:
+        # Not Sequence's own, whose generator keeps the task it yielded last while it reads
+        # the next: two tasks' keys at once (seen: 2 x 130 MB in the minhash decide).
+        return (self[i] for i in range(len(self)))
+
+    def pieces(self, task: int) -> Iterator[pa.Array]:
+        """Task ``task``'s column a row group at a time, in order (``PiecewiseKeys``)."""
+        for f in self.files[task]:
+            with fs.parquet_file(f) as shard:
+                for group in range(shard.num_row_groups):
+                    yield from shard.read_row_group(group, columns=[self.column]).column(self.column).chunks
+
 
 def gather(files: list[list[Location]], sizes: list[int], column: str, positions: np.ndarray) -> pa.Array:
     """One column's values at sorted global ``positions`` (task after task, ``sizes``
@@ -143,15 +161,15 @@ def gather(files: list[list[Location]], sizes: list[int], column: str, positions
             continue
         start = 0
         for f in task_files:
-            shard = fs.parquet_file(f)
-            for group in range(shard.num_row_groups):
-                rows = shard.metadata.row_group(group).num_rows
-                lo, hi = np.searchsorted(here, [start, start + rows])
-                if hi > lo:
-                    values = shard.read_row_group(group, columns=[column]).column(column)
-                    # arrow_of, not pa.array, which would import pandas (kernels.numpy_of).
-                    parts.extend(values.take(arrow_of(here[lo:hi] - start)).chunks)
-                start += rows
+            with fs.parquet_file(f) as shard:
+                for group in range(shard.num_row_groups):
+                    rows = shard.metadata.row_group(group).num_rows
+                    lo, hi = np.searchsorted(here, [start, start + rows])
+                    if hi > lo:
+                        values = shard.read_row_group(group, columns=[column]).column(column)
+                        # arrow_of, not pa.array, which would import pandas (kernels.numpy_of).
+                        parts.extend(values.take(arrow_of(here[lo:hi] - start)).chunks)
+                    start += rows
     return pa.concat_arrays(parts) if parts else pa.nulls(0, pa.string())  # an empty one, without pa.array
 
 

@@ -241,17 +241,18 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         offset = 0
         staged_rows, read_rows = int(previous.get("kept", 0)), 0
         for path in state.staged_files(k - 1, previous, "kept"):
-            for batch in parquet_batches(fs.parquet_file(path), reader.get("batch_rows", 1024)):
-                read_rows += batch.num_rows
-                meter.report(read_rows, staged_rows)  # progress: the staged rows stand for the task's bytes
-                if STAGED_KEY in batch.schema.names:
-                    batch = batch.drop_columns([STAGED_KEY])
-                if verdicts is not None and deciding is not None:
-                    verdict = verdicts.slice(offset, batch.num_rows)
-                    offset += batch.num_rows
-                    batch = _apply_verdicts(batch, verdict, deciding, reject_duplicates)
-                if batch.num_rows:
-                    yield batch
+            with fs.parquet_file(path) as shard:
+                for batch in parquet_batches(shard, reader.get("batch_rows", 1024)):
+                    read_rows += batch.num_rows
+                    meter.report(read_rows, staged_rows)  # progress: the staged rows stand for the task's bytes
+                    if STAGED_KEY in batch.schema.names:
+                        batch = batch.drop_columns([STAGED_KEY])
+                    if verdicts is not None and deciding is not None:
+                        verdict = verdicts.slice(offset, batch.num_rows)
+                        offset += batch.num_rows
+                        batch = _apply_verdicts(batch, verdict, deciding, reject_duplicates)
+                    if batch.num_rows:
+                        yield batch
 
     try:
         for batch in batches():
@@ -376,8 +377,9 @@ def pack_group(state: RunState, worker: int, tasks: list[int], segments: int, sh
 
     def staged(kind: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for path in staged_files(kind):
-            for batch in parquet_batches(fs.parquet_file(path), _PACK_ROWS):
-                yield conform(batch, schema)
+            with fs.parquet_file(path) as shard:
+                for batch in parquet_batches(shard, _PACK_ROWS):
+                    yield conform(batch, schema)
 
     with _final_writer(state.out / DATA_DIR, worker, shard_size, output_format) as kept:
         if stage_folders is None:

@@ -1,7 +1,7 @@
 """The processes that run work units: their set-up, their lives bound to the run, and the one
 line a user reads when one of them dies or the disk fills.
 
-* :func:`share_cores` and :func:`keep_freed_memory` set a process up for tokpipe's kernels.
+* :func:`share_cores` sets a process up for tokpipe's kernels (with ``allocator.keep_freed_memory``).
 * :class:`WorkerPool` is the local engine's pool of worker processes. Its workers exit when
   the run's process dies (``kill -9`` of the command left them running for most of an hour,
   holding memory and files), and when one of them is killed (by the kernel's out-of-memory
@@ -33,32 +33,16 @@ from typing import Any
 import pyarrow as pa
 
 from tokpipe.errors import CorpusError, PipelineError
+from tokpipe.pipeline.allocator import keep_freed_memory
 from tokpipe.pipeline.readers import meter
 
-__all__ = ["keep_freed_memory", "share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line", "worker_context"]
+__all__ = ["share_cores", "run_unit", "WorkerPool", "disk_full_in_one_line", "worker_context"]
 
 # Set in a worker by `_start_worker`: where it says which unit it starts (see WorkerPool).
 _journal: Any = None
 # Set in a worker by `_start_worker` when the run's stage classes failed to load there: the
 # first unit raises it, as one line the run reports (a failing initializer only breaks the pool).
 _start_error: PipelineError | None = None
-
-
-def keep_freed_memory() -> None:
-    """Has glibc's malloc keep the memory a process frees for its next allocations, in the
-    processes tokpipe runs itself (the command line's and its workers). A batch's buffers
-    (texts, token ids: a few MB each) were otherwise mapped fresh from the kernel and handed
-    back when freed, so every batch paid a page fault and a zeroed page per 4 KiB it wrote:
-    reading 280 MB of JSON Lines took 0.75 CPU-s, 0.63 with this (``bench_reader_malloc.py``).
-    Blocks up to 32 MiB come from the heap instead of a mapping of their own, and the heap
-    keeps up to 1 GiB of free memory. No effect where the C library has no ``mallopt``."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 32 << 20)
-    mallopt(m_trim_threshold, 1 << 30)
 
 
 def share_cores(workers: int) -> None:

@@ -16,20 +16,23 @@ document gets a ``dup_cluster`` column (the id of the document kept for its clus
 it has no near-duplicate); a dropped one goes to ``rejected/`` with reason ``duplicate`` and the
 kept document's id in ``duplicate_of``.
 
-Memory: ``decide`` reads the keys task by task into a ``tokpipe_core::minhash::banding::LshIndex``,
-which writes the signatures to a scratch file (read back through a memory map, so the page
-cache holds them, not the process) and buffers band keys up to ``memory_mb`` (16 bytes a
-document and band), spilling sorted runs to disk past it and merging them band by band (the
-runs' read buffers share the same budget). The exact check reads the candidates' text in slices
-of about ``memory_mb``, cut by the index from the lengths in its memory-mapped keys. Beyond
-``memory_mb`` and one task's keys as read from staging (``8 + 4 * num_perm`` bytes a document of
-the largest task), what grows with the corpus is, per document: the union-find's parent (4
-bytes), which ``finish`` turns into the keepers in place and hands to Python without a copy (the
-same 4 bytes, held until the verdicts are written), and a bit to count the clusters; per
-candidate pair left for the exact check, 8 bytes (16 while they are handed over); and, in the
-engine's verdicts, about 40 bytes per duplicate (its keeper's position, count and id). So 4 bytes
-a document plus 8 a pair; benches/RESULTS.md ("Memory of the minhash decide") measures it.
-Progress is reported per phase: signatures read, bands joined, candidates checked.
+Memory: ``decide`` reads the keys a staged row group at a time (``key_pieces``) into a
+``tokpipe_core::minhash::banding::LshIndex``, which writes the signatures to a scratch file
+(read back through a memory map, so the page cache holds them, not the process) and buffers
+band keys up to ``memory_mb`` (16 bytes a document and band; each band's buffer grows to its
+share and is reused), spilling sorted runs to disk past it and merging them band by band (the
+runs' read buffers share the same budget). The exact check reads the text of the candidates'
+documents once each, in slices whose text and shingle sets fit ``memory_mb``
+(``EXACT_CHECK_MEMORY_PER_TEXT_BYTE``), and the index writes their shingle sets to a scratch
+file it checks the pairs from. Each phase hands what it freed back to the system
+(``allocator.release_memory``). Beyond ``memory_mb``, what grows with the corpus is, per
+document: the union-find's parent (4 bytes), which ``finish`` turns into the keepers in place
+and hands to Python without a copy (the same 4 bytes, held until the verdicts are written), and
+a bit to count the clusters; per candidate pair left for the exact check, 8 bytes (16 while
+checked), and 16 bytes per document of those pairs; and, in the engine's verdicts, about 40
+bytes per duplicate (its keeper's position, count and id). benches/RESULTS.md ("Memory of the
+minhash decide, bounded") measures it.
+Progress is reported per phase: signatures read, bands joined, texts read for the exact check.
 """
 
 from __future__ import annotations
@@ -41,12 +44,22 @@ import numpy as np
 import pyarrow as pa
 
 from tokpipe.errors import InvalidArgumentError
-from tokpipe.pipeline.base import DecideContext, GlobalStage, GroupJoin, register, scratch_space, split_by_task
+from tokpipe.pipeline.allocator import release_memory
+from tokpipe.pipeline.base import (DecideContext, GlobalStage, GroupJoin, key_pieces, register, scratch_space,
+                                   split_by_task)
 from tokpipe.pipeline.documents import TEXT
-from tokpipe.pipeline.kernels import (MINHASH_REPRESENTATIVES, LshIndex, lsh_index, minhash_dedup_keys,
-                                      minhash_optimal_params, minhash_pair_similarities)
+from tokpipe.pipeline.kernels import (MINHASH_REPRESENTATIVES, LshIndex, lsh_check_texts, lsh_index,
+                                      minhash_dedup_keys, minhash_optimal_params)
 
 __all__ = ["MinhashDedup", "optimal_params", "REPRESENTATIVES"]
+
+#: Memory the exact check may hold per byte of a slice's text: ``memory_mb`` over this is
+#: a slice's text. Measured about 4 on English web text at 6M documents (the values taken
+#: from the staged row groups, with what Arrow's pool keeps of the row groups, about 1.7;
+#: the joined text, 1; the shingle sets, 8 bytes a shingle, 1.3); character shingles of
+#: Chinese or Japanese make the sets about 2.7 times the text. Slices cost little (each
+#: document's text is read once, whatever the slicing), so the margin is generous.
+EXACT_CHECK_MEMORY_PER_TEXT_BYTE = 8
 
 #: Members of a band bucket each member is paired with (``tokpipe_core::minhash::banding::
 #: MAX_REPRESENTATIVES``): a band join done elsewhere must pair the same way.
@@ -199,15 +212,21 @@ class MinhashDedup(GlobalStage):
                 index.band_elsewhere()
             tasks = len(keys)
             progress("signatures", 0, tasks)
-            for done, k in enumerate(keys, 1):
-                if k.null_count:
-                    raise InvalidArgumentError("minhash_dedup: a document has no signature")
-                if len(k):
-                    index.add(np.frombuffer(k.buffers()[1], dtype=np.uint8)[k.offset * width:(k.offset + len(k)) * width])
-                sizes.append(len(k))
-                progress("signatures", done, tasks)
-                del k
-                pa.default_memory_pool().release_unused()
+            for task in range(tasks):
+                # A piece (a staged row group) at a time: the index holds the keys on disk, so
+                # no task's keys are ever all in memory.
+                size = 0
+                for k in key_pieces(keys, task):
+                    if k.null_count:
+                        raise InvalidArgumentError("minhash_dedup: a document has no signature")
+                    if len(k):
+                        index.add(np.frombuffer(k.buffers()[1], dtype=np.uint8)[
+                            k.offset * width:(k.offset + len(k)) * width])
+                    size += len(k)
+                    del k
+                sizes.append(size)
+                progress("signatures", task + 1, tasks)
+                release_memory()
             if candidates is None:
                 for band in range(bands):
                     progress("bands", band, bands)
@@ -216,6 +235,8 @@ class MinhashDedup(GlobalStage):
             else:
                 index.offer_pairs(candidates)
                 del candidates
+            # The merge's read buffers: the exact check's budget now.
+            release_memory()
             if self.verify == "exact":
                 assert context.column is not None
                 stats["candidates_rejected"] += self._exact_check(index, context.column, progress)
@@ -233,29 +254,27 @@ class MinhashDedup(GlobalStage):
     def _exact_check(self, index: LshIndex, column: Callable[[str, np.ndarray], pa.Array],
                      progress: Callable[[str, int, int], None]) -> int:
         """Joins the candidate pairs whose shingle sets' exact Jaccard similarity reaches the
-        threshold; returns how many did not. The candidates' texts are read in slices of
-        pairs whose documents total about ``memory_mb`` of text (cut by the index, which
-        reads the lengths from its keys: Python holds none)."""
-        pairs = np.frombuffer(index.take_pairs(), dtype=np.uint32).reshape(-1, 2)
-        total = len(pairs)
-        cuts = index.pair_slices(pairs, self.memory_mb << 20)
-        rejected = 0
+        threshold; returns how many did not. The index names the pairs' documents in
+        position order, cut into slices of about ``memory_mb`` over
+        ``EXACT_CHECK_MEMORY_PER_TEXT_BYTE`` of text (from the lengths in its keys: Python
+        holds none); each slice's texts are read in one pass over the staging, once per
+        document whatever pairs it is in, and their shingle sets go to the index's scratch
+        file, from which it checks the pairs."""
+        budget = (self.memory_mb << 20) // EXACT_CHECK_MEMORY_PER_TEXT_BYTE
+        raw, cuts = index.check_documents(budget)
+        documents = np.frombuffer(raw, dtype=np.uint32)
+        total = len(documents)
         progress("exact check", 0, total)
         for start, end in zip(cuts, cuts[1:]):
             if start == end:
                 continue
-            chunk = pairs[start:end]
-            documents = np.unique(chunk)
-            texts = column(TEXT, documents)
-            local = np.searchsorted(documents, chunk)
-            similar = minhash_pair_similarities(texts, local, self.shingle, self.ngram, self.char_ngram,
-                                                self.lowercase) >= self.threshold
-            index.union_pairs(np.ascontiguousarray(chunk[similar]))
-            rejected += int((~similar).sum())
+            texts = column(TEXT, documents[start:end])
+            lsh_check_texts(index, texts, self.shingle, self.ngram, self.char_ngram, self.lowercase)
             del texts
-            pa.default_memory_pool().release_unused()
+            release_memory()
             progress("exact check", end, total)
-        return rejected
+        del documents, raw
+        return int(index.check_pairs())
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,17 @@
 //!   from their file through a memory map: the page cache holds them, not the heap, so they
 //!   are evicted under pressure instead of growing the process.
 //!
-//! What stays in memory is the budget (band pairs while adding, the runs' read buffers while
-//! merging), the union-find (4 bytes a document, turned into the keepers in place by
-//! [`LshIndex::finish`]), a bit a document to count the clusters at the end, and with
-//! [`Verify::Exact`] the pairs to check (8 bytes a pair): 10M documents with the default
-//! 512 MB budget need about 550 MB.
+//! - With [`Verify::Exact`], [`LshIndex::check_documents`] names the documents of the pairs
+//!   to check; the caller hands their texts over a slice at a time
+//!   ([`LshIndex::add_check_texts`]), whose shingle sets go to a scratch file
+//!   ([`super::exact::SetFile`]) that [`LshIndex::check_pairs`] reads the pairs from.
+//!
+//! What stays in memory is the budget (band pairs while adding, each band's buffer reused
+//! after a spill; the runs' read buffers while merging), the union-find (4 bytes a document,
+//! turned into the keepers in place by [`LshIndex::finish`]), a bit a document to count the
+//! clusters at the end, and with [`Verify::Exact`] the pairs to check (8 bytes a pair, 16
+//! while checked) and their documents (12 bytes each): 10M documents with the default 512 MB
+//! budget need about 550 MB.
 //!
 //! Verification ([`Verify`]): with `Signature`, a candidate joins a cluster only if its
 //! signature agrees with a member's on at least the threshold fraction of values (the
@@ -43,9 +49,12 @@
 //! [`LshIndex`], whose spilling, k-way merge and verified joins share its buffers, sorted runs and
 //! union-find.)
 
-use super::key_bytes;
+use super::exact::SetFile;
+use super::shingles::ShingleConfig;
 use super::union_find::UnionFind;
+use super::{key_bytes, map_scratch};
 use crate::error::{Error, Result};
+use crate::text::StrColumn;
 use memmap2::Mmap;
 use rayon::prelude::*;
 use std::cmp::Reverse;
@@ -93,8 +102,10 @@ pub enum Verify {
     /// of values.
     Signature(f64),
     /// Candidates agreeing on at least this fraction minus [`EXACT_PREFILTER_MARGIN`] are
-    /// collected as pairs ([`LshIndex::take_pairs`]) for an exact check by the caller, who
-    /// joins the ones that pass ([`LshIndex::union_pairs`]).
+    /// collected as pairs for an exact check: of their texts' shingle sets, which the caller
+    /// hands over ([`LshIndex::check_documents`], [`LshIndex::add_check_texts`],
+    /// [`LshIndex::check_pairs`]), or by the caller itself ([`LshIndex::take_pairs`],
+    /// [`LshIndex::union_pairs`]).
     Exact(f64),
 }
 
@@ -182,7 +193,16 @@ pub struct LshIndex {
     pairs_to_check: Vec<(u32, u32)>,
     /// False when candidates come from elsewhere ([`LshIndex::offer_pairs`]): no band keys.
     band_here: bool,
+    /// The exact check under way ([`LshIndex::check_documents`]).
+    check: Option<ExactCheck>,
     out: Clusters,
+}
+
+/// The documents of the pairs to check (distinct, in position order) and the shingle sets
+/// of those whose texts were added so far.
+struct ExactCheck {
+    documents: Vec<u32>,
+    sets: SetFile,
 }
 
 impl LshIndex {
@@ -226,6 +246,7 @@ impl LshIndex {
             uf: UnionFind::new(0),
             pairs_to_check: Vec::new(),
             band_here: true,
+            check: None,
             out: Clusters::default(),
         })
     }
@@ -295,10 +316,19 @@ impl LshIndex {
         if buffered > 0 && buffered + count * self.config.bands > self.budget_pairs {
             self.spill()?;
         }
+        // A band's share of the budget: its buffer doubles up to it and stays at it, reused
+        // after each spill. Growing by exactly each piece (as before) moved every buffer at
+        // every add, and sixteen of them interleaved left the freed blocks unusable: about
+        // 100 MiB over a 64 MiB budget, on 3M documents added a staged row group at a time.
+        let share = self.budget_pairs.div_ceil(self.config.bands);
         let pending = &mut self.pairs.pending;
         pending.par_iter_mut().enumerate().for_each(|(band, out)| {
             let span = 8 + band * rows * 4..8 + (band + 1) * rows * 4;
-            out.reserve_exact(count);
+            let needed = out.len() + count;
+            if needed > out.capacity() {
+                let grown = (out.capacity() * 2).clamp(needed, share.max(needed));
+                out.reserve_exact(grown - out.len());
+            }
             out.extend(
                 keys.chunks_exact(width)
                     .enumerate()
@@ -334,8 +364,9 @@ impl LshIndex {
             w.flush().map_err(|e| Error::io(&path, e))?;
             runs.push(path);
             self.out.spilled_runs += 1;
-            // Give the memory back: the budget is for the buffers, not their high-water mark.
-            *pending = Vec::new();
+            // The buffer is kept, empty, for the next pairs: its capacity is within the
+            // budget, and reusing it leaves nothing to fragment. `seal` frees them.
+            pending.clear();
         }
         Ok(())
     }
@@ -343,20 +374,16 @@ impl LshIndex {
     /// Ends adding: the keys file is closed and mapped, and the pairs still buffered are
     /// spilled too if any band already has runs (so a band is all in memory or all on disk).
     fn seal(&mut self) -> Result<()> {
-        let Some(mut writer) = self.writer.take() else {
+        let Some(writer) = self.writer.take() else {
             return Ok(());
         };
-        writer.flush().map_err(|e| Error::io(&self.keys_path, e))?;
-        drop(writer);
+        self.keys = map_scratch(writer, &self.keys_path, self.n > 0)?;
         if self.pairs.runs.iter().any(|r| !r.is_empty()) {
             self.spill()?;
-        }
-        if self.n > 0 {
-            let file = File::open(&self.keys_path).map_err(|e| Error::io(&self.keys_path, e))?;
-            // SAFETY: the file is this index's own, in its private scratch directory, and
-            // nothing writes it once sealed; a mapping of it cannot change under us.
-            let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&self.keys_path, e))?;
-            self.keys = Some(map);
+            // Every band is on disk: the budget goes to the runs' read buffers now.
+            for pending in &mut self.pairs.pending {
+                *pending = Vec::new();
+            }
         }
         self.uf = UnionFind::new(self.n);
         Ok(())
@@ -556,38 +583,98 @@ impl LshIndex {
         Ok(())
     }
 
-    /// Where to cut `pairs` (sorted by their first document, as [`Self::take_pairs`] gives
-    /// them) into slices whose documents' text totals about `budget` bytes, counting each
-    /// document once per pair (an overestimate): 0, then the first pair at which the running
-    /// total reaches each multiple of `budget`, then `pairs.len()`. Cuts may repeat. The
-    /// lengths come from the keys' memory map, so the caller holds none.
-    pub fn pair_slices(
-        &mut self,
-        pairs: impl ExactSizeIterator<Item = (u32, u32)>,
-        budget: u64,
-    ) -> Result<Vec<usize>> {
-        self.seal()?;
+    /// With [`Verify::Exact`], once every band is joined (joins those left): the documents
+    /// of the pairs awaiting the exact check, distinct and in position order, and where to
+    /// cut them into slices of about `budget` bytes of text: 0, then the first document at
+    /// which the running total of lengths reaches each multiple of `budget`, then their
+    /// number (cuts may repeat). The caller reads each slice's texts, in order, into
+    /// [`Self::add_check_texts`], then calls [`Self::check_pairs`]. The lengths come from the
+    /// keys' memory map, so the caller holds none.
+    pub fn check_documents(&mut self, budget: u64) -> Result<(Vec<u32>, Vec<usize>)> {
+        while self.join_band()? > 0 {}
+        let mut documents: Vec<u32> = self
+            .pairs_to_check
+            .iter()
+            .flat_map(|&(a, b)| [a, b])
+            .collect();
+        documents.par_sort_unstable();
+        documents.dedup();
+        documents.shrink_to_fit();
         let budget = budget.max(1);
-        let count = pairs.len();
         let mut cuts = vec![0];
         let (mut total, mut next) = (0u64, budget);
-        for (i, (a, b)) in pairs.enumerate() {
-            if a as usize >= self.n || b as usize >= self.n {
-                return Err(Error::InvalidArgument(format!(
-                    "pair ({a}, {b}) out of range for {} documents",
-                    self.n
-                )));
-            }
-            total = total
-                .wrapping_add(self.length(a))
-                .wrapping_add(self.length(b));
+        for (i, &doc) in documents.iter().enumerate() {
+            total = total.saturating_add(self.length(doc));
             while total >= next {
                 cuts.push(i);
-                next += budget;
+                next = next.saturating_add(budget);
             }
         }
-        cuts.push(count);
-        Ok(cuts)
+        cuts.push(documents.len());
+        let sets = SetFile::create(&self.dir.join("shingle-sets.bin"))?;
+        self.check = Some(ExactCheck {
+            documents: documents.clone(),
+            sets,
+        });
+        Ok((documents, cuts))
+    }
+
+    /// The texts of the next documents [`Self::check_documents`] gave, in its order: their
+    /// shingle sets (`config`: as for the signatures) go to a scratch file.
+    pub fn add_check_texts(&mut self, texts: &StrColumn<'_>, config: &ShingleConfig) -> Result<()> {
+        let check = self.check.as_mut().ok_or_else(|| {
+            Error::InvalidArgument("texts to check given before check_documents".into())
+        })?;
+        if check.sets.len() + texts.len() > check.documents.len() {
+            return Err(Error::InvalidArgument(format!(
+                "texts of {} documents to check, got {}",
+                check.documents.len(),
+                check.sets.len() + texts.len()
+            )));
+        }
+        check.sets.append(texts, config)
+    }
+
+    /// Ends the exact check: each pair awaiting it joins when the exact Jaccard similarity
+    /// of its documents' shingle sets reaches the threshold. Returns how many did not.
+    pub fn check_pairs(&mut self) -> Result<u64> {
+        let Verify::Exact(threshold) = self.config.verify else {
+            return Err(Error::InvalidArgument(
+                "an exact check needs verify 'exact'".into(),
+            ));
+        };
+        let mut check = self.check.take().ok_or_else(|| {
+            Error::InvalidArgument("check_pairs called before check_documents".into())
+        })?;
+        if check.sets.len() != check.documents.len() {
+            return Err(Error::InvalidArgument(format!(
+                "texts of {} documents to check, got {}",
+                check.documents.len(),
+                check.sets.len()
+            )));
+        }
+        // Each pair's positions become its documents' places in the set file, in place.
+        let mut pairs = std::mem::take(&mut self.pairs_to_check);
+        let place = |pos: u32| {
+            check
+                .documents
+                .binary_search(&pos)
+                .expect("a pair's document") as u32
+        };
+        for pair in &mut pairs {
+            *pair = (place(pair.0), place(pair.1));
+        }
+        let similarities = check.sets.similarities(&pairs)?;
+        let mut rejected = 0;
+        for (&(a, b), &similarity) in pairs.iter().zip(&similarities) {
+            if similarity >= threshold {
+                self.uf
+                    .union(check.documents[a as usize], check.documents[b as usize]);
+            } else {
+                rejected += 1;
+            }
+        }
+        Ok(rejected)
     }
 
     /// A document's length in bytes (the first 8 bytes of its key).
@@ -960,7 +1047,49 @@ mod tests {
     }
 
     #[test]
-    fn pair_slices_cut_at_each_multiple_of_the_budget() {
+    fn band_buffers_stay_within_their_share_and_are_reused() {
+        let num_perm = 16;
+        let k = families(num_perm);
+        let width = key_bytes(num_perm);
+        let config = ClusterConfig {
+            bands: 4,
+            rows: 4,
+            verify: Verify::Bands,
+            keep: Keep::First,
+        };
+        let budget = 40 * PAIR_BYTES_IN_MEMORY;
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = LshIndex::new(dir.path(), num_perm, config, budget).unwrap();
+        let share = index.budget_pairs.div_ceil(config.bands);
+        let mut spills = 0;
+        // Three documents at a time (a small staged row group): the buffers reach their share
+        // and are never moved again, however many spills follow.
+        let mut grown: Option<Vec<*const (u64, u32)>> = None;
+        for chunk in k.chunks(3 * width) {
+            index.add(chunk).unwrap();
+            for pending in &index.pairs.pending {
+                assert!(
+                    pending.capacity() <= share,
+                    "{} > {share}",
+                    pending.capacity()
+                );
+            }
+            if index.out.spilled_runs > spills {
+                spills = index.out.spilled_runs;
+                let at: Vec<_> = index.pairs.pending.iter().map(|p| p.as_ptr()).collect();
+                match &grown {
+                    None => grown = Some(at),
+                    Some(first) => assert_eq!(first, &at),
+                }
+            }
+        }
+        assert!(spills > 4 * 3, "{spills}");
+        index.join_band().unwrap();
+        assert!(index.pairs.pending.iter().all(|p| p.capacity() == 0));
+    }
+
+    #[test]
+    fn check_documents_are_cut_at_each_multiple_of_the_budget() {
         let num_perm = 16;
         let k = families(num_perm);
         let width = key_bytes(num_perm);
@@ -974,28 +1103,39 @@ mod tests {
             verify: Verify::Exact(0.7),
             keep: Keep::First,
         };
-        let dir = tempfile::tempdir().unwrap();
-        let mut index = LshIndex::new(dir.path(), num_perm, config, 1 << 20).unwrap();
-        index.add(&k).unwrap();
-        let n = index.len() as u32;
-        let pairs: Vec<(u32, u32)> = (0..3 * n).map(|i| (i / 3, (i * 7 + 1) % n)).collect();
         for budget in [1, 500, 3_000, 1 << 40] {
-            // The running totals, and for each multiple of the budget up to the last total,
-            // the first pair whose total reaches it (numpy's searchsorted, side left).
+            let dir = tempfile::tempdir().unwrap();
+            let mut index = LshIndex::new(dir.path(), num_perm, config, 1 << 20).unwrap();
+            index.add(&k).unwrap();
+            let (documents, cuts) = index.check_documents(budget).unwrap();
+            // The pairs' documents, distinct and sorted, as take_pairs would give the pairs.
+            let other_dir = tempfile::tempdir().unwrap();
+            let mut other = LshIndex::new(other_dir.path(), num_perm, config, 1 << 20).unwrap();
+            other.add(&k).unwrap();
+            let mut expected_docs: Vec<u32> = other
+                .take_pairs()
+                .unwrap()
+                .iter()
+                .flat_map(|&(a, b)| [a, b])
+                .collect();
+            expected_docs.sort_unstable();
+            expected_docs.dedup();
+            assert!(!expected_docs.is_empty());
+            assert_eq!(documents, expected_docs);
+            // For each multiple of the budget up to the last running total, the first
+            // document whose total reaches it (numpy's searchsorted, side left).
             let mut cost = Vec::new();
             let mut total = 0;
-            for &(a, b) in &pairs {
-                total += length(a) + length(b);
+            for &d in &documents {
+                total += length(d);
                 cost.push(total);
             }
             let mut expected = vec![0];
             expected
                 .extend((1..=total / budget).map(|m| cost.partition_point(|&c| c < m * budget)));
-            expected.push(pairs.len());
-            let cuts = index.pair_slices(pairs.iter().copied(), budget).unwrap();
+            expected.push(documents.len());
             assert_eq!(cuts, expected, "budget {budget}");
         }
-        assert!(index.pair_slices([(0, n)].into_iter(), 1).is_err());
     }
 
     #[test]

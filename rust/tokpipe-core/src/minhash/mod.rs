@@ -22,10 +22,32 @@ pub mod shingles;
 pub mod signature;
 pub mod union_find;
 
+use crate::error::{Error, Result};
 use crate::text::StrColumn;
+use memmap2::Mmap;
 use rayon::prelude::*;
 pub use shingles::{ShingleConfig, ShingleKind, Shingler};
 pub use signature::{HashFunc, MinHasher, Scheme};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// Flushes and closes the scratch file at `path` that `writer` wrote, and maps it for reading
+/// (None when nothing was written: an empty file cannot be mapped). The banding index's keys
+/// and the exact check's shingle sets are read back so: the page cache holds them, not the
+/// heap. The file must be its writer's own and never written again.
+fn map_scratch(mut writer: BufWriter<File>, path: &Path, written: bool) -> Result<Option<Mmap>> {
+    writer.flush().map_err(|e| Error::io(path, e))?;
+    drop(writer);
+    if !written {
+        return Ok(None);
+    }
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the file is in its owner's private scratch directory and nothing writes it once
+    // it is mapped; a mapping of it cannot change under us.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    Ok(Some(map))
+}
 
 /// Rows per parallel task; documents are long enough that a few make a worthwhile task.
 const ROWS_PER_TASK: usize = 16;
