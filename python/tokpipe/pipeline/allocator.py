@@ -46,9 +46,10 @@ def release_memory() -> None:
     free pages of every glibc arena (``malloc_trim``). For the end of a phase that held much
     more than the next one needs (a global stage's band buffers, a slice of texts): with
     :func:`keep_freed_memory` glibc would keep up to 1 GiB of it, and a phase whose blocks
-    come from other arenas (other threads) or sizes would not reuse it. Measured on the
-    minhash decide of 3M documents with ``memory_mb: 64``: a peak of 158 MiB over the
-    interpreter kept, 96 handed back."""
+    come from other arenas (other threads) or sizes would not reuse it: the process that had
+    decided ``minhash_dedup`` over 6M documents kept 526 MiB it no longer used while the
+    workers wrote the final shards (benches/RESULTS.md, "Memory of the minhash decide,
+    bounded")."""
     pa.default_memory_pool().release_unused()
     malloc_trim = _libc_function("malloc_trim")
     if malloc_trim is not None:
