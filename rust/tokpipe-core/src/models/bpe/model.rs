@@ -34,6 +34,7 @@ pub(super) use super::pair_table::pair_key;
 use super::pair_table::PairTable;
 use super::piece_cache::{key_of, PieceCache, MAX_PIECE};
 pub use super::piece_encoder::PieceEncoder;
+use super::piece_encoder::Scratch;
 use super::short_tokens::ShortTokens;
 use crate::error::{shown, Error, Result};
 use rustc_hash::FxHashMap;
@@ -343,13 +344,10 @@ impl BpeModel {
         if (2..=MAX_PIECE).contains(&piece.len()) {
             return self.encode_short(key_of(piece), piece, out);
         }
-        if let Some(&id) = self.token_to_id.get(piece) {
-            if self.atomic[id as usize] {
-                out.push(id);
-                return;
-            }
+        match self.atomic_token(piece) {
+            Some(id) => out.push(id),
+            None => self.merge_piece(piece, out),
         }
-        self.merge_piece(piece, out);
     }
 
     /// Runs `f` with an encoder of pieces for this model that appends their ids to `out`
@@ -363,7 +361,7 @@ impl BpeModel {
         out: &mut Vec<u32>,
         f: impl FnOnce(&mut PieceEncoder<'_, '_, '_, 't>) -> R,
     ) -> R {
-        let run = |cache: Option<&mut PieceCache>| {
+        let run = |cache: Option<(&mut PieceCache, &mut Scratch)>| {
             let mut encoder = PieceEncoder::new(self, cache, out);
             let result = f(&mut encoder);
             encoder.flush();
@@ -372,7 +370,19 @@ impl BpeModel {
         if self.cache_id == 0 || self.chars.is_some() {
             return run(None);
         }
-        super::piece_cache::with_thread_cache(run)
+        super::piece_cache::with_thread_cache(|cache| match cache {
+            Some(cache) => {
+                super::piece_encoder::with_scratch(|scratch| run(Some((cache, scratch))))
+            }
+            None => run(None),
+        })
+    }
+
+    /// The id of `piece` when it is an atomic token (looked up whole, not merged).
+    #[inline(always)]
+    pub(super) fn atomic_token(&self, piece: &[u8]) -> Option<u32> {
+        let &id = self.token_to_id.get(piece)?;
+        self.atomic[id as usize].then_some(id)
     }
 
     /// A byte-level piece of 2 to `MAX_PIECE` bytes, of key `key`: its id when it is an atomic

@@ -167,21 +167,6 @@ impl PieceCache {
         Probe::Miss
     }
 
-    /// What [`PieceCache::get_in`] would answer, without appending the ids.
-    #[inline(always)]
-    pub(super) fn peek(&self, bucket: usize, model: u32, key: u128) -> Probe {
-        for slot in &self.buckets[bucket].0 {
-            if slot.key == key && slot.model == model {
-                return if slot.ids[0] == IN_LONG {
-                    Probe::Long
-                } else {
-                    Probe::Hit
-                };
-            }
-        }
-        Probe::Miss
-    }
-
     /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
     #[cfg(test)]
     pub(super) fn put(&mut self, model: u32, key: u128, ids: &[u32]) {

@@ -23,16 +23,22 @@
 //! [`BpeModel::encode_piece`]. Pieces of more than [`MAX_PIECE`] bytes, and those the cache
 //! keeps in its long map, take the one-at-a-time path.
 
-use super::model::{BpeModel, NO_TOKEN};
+use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
 use super::piece_cache::{key_of, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE};
+use std::cell::RefCell;
 
-/// Pieces encoded together: the misses merged side by side, at most. The scanner runs one to
-/// two blocks ahead of the probes, so `2 * BLOCK` buckets are in flight (2 KiB, in L1).
-const BLOCK: usize = 16;
+/// Pieces between the request for a piece's cache bucket ([`PieceCache::prefetch`]) and its
+/// probe; enough to cover a load from memory (a cached piece costs tens of nanoseconds), few
+/// enough that their buckets stay in the L1 cache meanwhile.
+const LAG: usize = 16;
 
-/// Pieces waiting: the block being encoded and the one after it.
-const RING: usize = 2 * BLOCK;
+/// Distinct misses merged side by side, at most. Misses are a few percent of the pieces of
+/// real text, so a batch gathers them from hundreds of pieces.
+const BATCH: usize = 16;
+
+/// Misses (repeats included) waiting for their ids, at most.
+const HOLES: usize = 64;
 
 /// A piece waiting for its probe: its bytes, and for a piece of 2 to `MAX_PIECE` bytes its key
 /// and cache bucket (key 0 for the others, which take the uncached or long-map path).
@@ -53,32 +59,29 @@ const NO_PENDING: Pending<'static> = Pending {
 /// when there is one; see [`BpeModel::with_piece_cache`] and the module's notes.
 pub struct PieceEncoder<'m, 'c, 'o, 't> {
     model: &'m BpeModel,
-    cache: Option<&'c mut PieceCache>,
+    cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
     out: &'o mut Vec<u32>,
-    ring: [Pending<'t>; RING],
-    /// Pieces received so far.
+    /// The last `min(seen, LAG)` pieces received, waiting for their probe.
+    ring: [Pending<'t>; LAG],
     seen: usize,
-    /// Pieces whose ids are in `out`; those from `done` to `seen` wait in `ring`.
-    done: usize,
+    /// The distinct misses of the batch, waiting for their ids.
+    misses: [Pending<'t>; BATCH],
+    n_misses: usize,
+    /// Where each miss's ids go in `out` (the ids after it were appended already), and which
+    /// of `misses` it is; in the pieces' order.
+    holes: [(usize, u8); HOLES],
+    n_holes: usize,
 }
 
-/// What the block's first pass found for a piece after the block's first miss.
+/// The merge loop of one piece of up to [`SHORT_PIECE`] bytes, a merge a turn
+/// ([`Merging::step`]). Only the first `n` symbols (and `n - 1` pairs) are meaningful; the
+/// rest is whatever an earlier piece left there.
 #[derive(Clone, Copy)]
-enum Found {
-    /// Encoded one at a time in the last pass (a cache hit, or a piece the cache's bucket
-    /// table does not answer for).
-    Later,
-    /// The `k`th distinct miss of the block.
-    Miss(u8),
-}
-
-/// The merge loop of one short piece, a merge a turn ([`Merging::step`]).
-#[derive(Clone, Copy)]
-struct Merging {
-    syms: [u32; MAX_PIECE],
+pub(super) struct Merging {
+    syms: [u32; SHORT_PIECE],
     /// Priority and result of the pair starting at each symbol (`u32::MAX`: no merge).
-    prio: [u32; MAX_PIECE],
-    merged: [u32; MAX_PIECE],
+    prio: [u32; SHORT_PIECE],
+    merged: [u32; SHORT_PIECE],
     n: usize,
     /// The position of the last merge, whose two pairs are still to be read; `usize::MAX`
     /// when there is none.
@@ -88,31 +91,55 @@ struct Merging {
 }
 
 const IDLE: Merging = Merging {
-    syms: [0; MAX_PIECE],
-    prio: [u32::MAX; MAX_PIECE],
-    merged: [0; MAX_PIECE],
+    syms: [0; SHORT_PIECE],
+    prio: [u32::MAX; SHORT_PIECE],
+    merged: [0; SHORT_PIECE],
     n: 0,
     refresh: usize::MAX,
     token: NO_TOKEN,
 };
 
+/// The merge states of one batch, kept per thread (18 KiB: too much to clear for each batch
+/// or document; a state is only read where its piece wrote it).
+pub(super) type Scratch = [Merging; BATCH];
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Box<Scratch>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's merge states (new ones if they are in use further up the
+/// stack, which the encoder never does).
+pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => f(slot.get_or_insert_with(|| Box::new([IDLE; BATCH]))),
+        Err(_) => f(&mut Box::new([IDLE; BATCH])),
+    })
+}
+
 impl Merging {
-    /// The state before the first merge of `piece` (its byte tokens and their pairs: pairs of
-    /// byte tokens are read from the merge table's dense, cached part).
+    /// Starts the merge loop of `piece` (its byte tokens and their pairs: pairs of byte tokens
+    /// are read from the merge table's dense, cached part), or records its whole-token id.
     #[inline(always)]
-    fn start(model: &BpeModel, piece: &[u8]) -> Self {
-        let mut m = IDLE;
+    fn start(&mut self, model: &BpeModel, piece: &[u8], token: Option<u32>) {
+        self.refresh = usize::MAX;
+        self.n = 0;
+        if let Some(id) = token {
+            self.token = id;
+            return;
+        }
+        self.token = NO_TOKEN;
+        let mut n = 0;
         for &b in piece {
             let id = model.byte_ids[b as usize];
             if id != NO_TOKEN {
-                m.syms[m.n] = id;
-                m.n += 1;
+                self.syms[n] = id;
+                n += 1;
             }
         }
-        for i in 0..m.n.saturating_sub(1) {
-            (m.prio[i], m.merged[i]) = pair(&model.merges, m.syms[i], m.syms[i + 1]);
+        self.n = n;
+        for i in 0..n.saturating_sub(1) {
+            (self.prio[i], self.merged[i]) = pair(&model.merges, self.syms[i], self.syms[i + 1]);
         }
-        m
     }
 
     /// Reads the pairs of the last merge, then makes the next merge and requests its pairs;
@@ -174,27 +201,38 @@ fn pair(merges: &PairTable, left: u32, right: u32) -> (u32, u32) {
     merges.get(left, right).unwrap_or((u32::MAX, 0))
 }
 
+/// Whether a piece without a packed key is merged in a batch when the cache misses it: one
+/// the long map keeps, short enough for a merge state.
+#[inline(always)]
+fn long_in_batch(piece: &[u8]) -> bool {
+    (MAX_PIECE + 1..=SHORT_PIECE.min(MAX_LONG_PIECE)).contains(&piece.len())
+}
+
 impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
     pub(super) fn new(
         model: &'m BpeModel,
-        cache: Option<&'c mut PieceCache>,
+        cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
         out: &'o mut Vec<u32>,
     ) -> Self {
         PieceEncoder {
             model,
             cache,
             out,
-            ring: [NO_PENDING; RING],
+            ring: [NO_PENDING; LAG],
             seen: 0,
-            done: 0,
+            misses: [NO_PENDING; BATCH],
+            n_misses: 0,
+            holes: [(0, 0); HOLES],
+            n_holes: 0,
         }
     }
 
     /// Appends the ids of one piece (those of [`BpeModel::encode_piece`]) after those of the
-    /// pieces before it; with a cache they are written up to `2 * BLOCK` pieces later.
+    /// pieces before it; with a cache they are written later (at the latest by
+    /// [`PieceEncoder::flush`]).
     #[inline(always)]
     pub fn encode(&mut self, piece: &'t [u8]) {
-        let Some(cache) = self.cache.as_deref_mut() else {
+        let Some((cache, _)) = self.cache.as_mut() else {
             return self.model.encode_piece(piece, self.out);
         };
         let mut pending = Pending {
@@ -207,93 +245,92 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
             pending.bucket = PieceCache::bucket(pending.key);
             cache.prefetch(pending.bucket);
         }
-        self.ring[self.seen % RING] = pending;
-        self.seen += 1;
-        if self.seen - self.done == RING {
-            self.encode_block(BLOCK);
+        let at = self.seen % LAG;
+        if self.seen >= LAG {
+            self.probe(self.ring[at]);
         }
+        self.ring[at] = pending;
+        self.seen += 1;
     }
 
     /// Encodes the pieces still waiting.
     pub(super) fn flush(&mut self) {
-        while self.done < self.seen {
-            self.encode_block((self.seen - self.done).min(BLOCK));
+        if self.cache.is_none() {
+            return;
+        }
+        for i in self.seen.saturating_sub(LAG)..self.seen {
+            self.probe(self.ring[i % LAG]);
+        }
+        self.seen = 0;
+        self.resolve();
+    }
+
+    /// Appends the ids of a piece whose bucket was requested [`LAG`] pieces ago: a hit's ids,
+    /// or a hole for a miss of the batch.
+    #[inline(always)]
+    fn probe(&mut self, p: Pending<'t>) {
+        let model = self.model;
+        let Some((cache, _)) = self.cache.as_mut() else {
+            return;
+        };
+        let out = &mut *self.out;
+        let id = model.cache_id;
+        if p.key != 0 {
+            match cache.get_in(p.bucket, id, p.key, out) {
+                Probe::Hit => return,
+                Probe::Long => return encode_pending(model, cache, p, out),
+                Probe::Miss => {}
+            }
+        } else if !long_in_batch(p.piece) {
+            return encode_pending(model, cache, p, out);
+        } else if cache.get_long(id, p.piece, out) {
+            return;
+        }
+        let same = |m: &Pending<'_>| m.key == p.key && (p.key != 0 || m.piece == p.piece);
+        let k = match self.misses[..self.n_misses].iter().position(same) {
+            Some(k) => k,
+            None => {
+                if p.key != 0 {
+                    model.short_tokens.prefetch(p.key);
+                }
+                self.misses[self.n_misses] = p;
+                self.n_misses += 1;
+                self.n_misses - 1
+            }
+        };
+        self.holes[self.n_holes] = (out.len(), k as u8);
+        self.n_holes += 1;
+        if self.n_misses == BATCH || self.n_holes == HOLES {
+            self.resolve();
         }
     }
 
-    /// Encodes the `count` oldest waiting pieces (at most [`BLOCK`]) into the output.
-    fn encode_block(&mut self, count: usize) {
+    /// Encodes the batch's misses (whole tokens, else their merges side by side), writes their
+    /// ids into their holes and remembers them in the cache.
+    fn resolve(&mut self) {
         let model = self.model;
-        let cache = self
-            .cache
-            .as_deref_mut()
-            .expect("blocks are only made with a cache");
-        let out = &mut *self.out;
-        let first = self.done;
-        self.done += count;
-        let ring = &self.ring;
-        let at = |i: usize| ring[(first + i) % RING];
-        // Until the first miss, pieces are encoded as they are probed (most blocks of English
-        // text have no miss at all).
-        let mut i = 0;
-        while i < count {
-            let p = at(i);
-            if p.key == 0 {
-                encode_pending(model, cache, p, out);
-            } else {
-                match cache.get_in(p.bucket, model.cache_id, p.key, out) {
-                    Probe::Hit => {}
-                    Probe::Long => encode_pending(model, cache, p, out),
-                    Probe::Miss => break,
-                }
-            }
-            i += 1;
-        }
-        if i == count {
+        let Some((cache, states)) = self.cache.as_mut() else {
+            return;
+        };
+        let misses = &self.misses[..self.n_misses];
+        let holes = &self.holes[..self.n_holes];
+        self.n_misses = 0;
+        self.n_holes = 0;
+        if misses.is_empty() {
             return;
         }
-        // From the first miss on: find the block's distinct misses and request their
-        // whole-token slots.
-        let start = i;
-        let mut found = [Found::Later; BLOCK];
-        let mut keys = [0u128; BLOCK];
-        let mut misses = 0;
-        for (i, f) in found.iter_mut().enumerate().take(count).skip(start) {
-            let p = at(i);
-            if p.key == 0
-                || (i > start && cache.peek(p.bucket, model.cache_id, p.key) != Probe::Miss)
-            {
-                continue;
-            }
-            let k = match keys[..misses].iter().position(|&k| k == p.key) {
-                Some(k) => k,
-                None => {
-                    keys[misses] = p.key;
-                    model.short_tokens.prefetch(p.key);
-                    misses += 1;
-                    misses - 1
-                }
-            };
-            *f = Found::Miss(k as u8);
-        }
-        // Whole tokens, else the merges of every miss side by side.
-        let mut states = [IDLE; BLOCK];
-        let mut active = [0u8; BLOCK];
+        let mut active = [0u8; BATCH];
         let mut n_active = 0;
-        for (i, f) in found.iter().enumerate().take(count).skip(start) {
-            let Found::Miss(k) = *f else { continue };
-            let k = k as usize;
-            if states[k].n != 0 || states[k].token != NO_TOKEN {
-                continue; // a repeat of an earlier miss
-            }
-            let piece = at(i).piece;
-            match model.short_tokens.get(keys[k]) {
-                Some(id) => states[k].token = id,
-                None => {
-                    states[k] = Merging::start(model, piece);
-                    active[n_active] = k as u8;
-                    n_active += 1;
-                }
+        for (k, p) in misses.iter().enumerate() {
+            let token = if p.key != 0 {
+                model.short_tokens.get(p.key)
+            } else {
+                model.atomic_token(p.piece)
+            };
+            states[k].start(model, p.piece, token);
+            if token.is_none() {
+                active[n_active] = k as u8;
+                n_active += 1;
             }
         }
         while n_active > 0 {
@@ -307,20 +344,29 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
             }
             n_active = kept;
         }
-        // The ids in order; each distinct miss remembered once.
-        let mut remembered = [false; BLOCK];
-        for (i, f) in found.iter().enumerate().take(count).skip(start) {
-            let p = at(i);
-            match *f {
-                Found::Later => encode_pending(model, cache, p, out),
-                Found::Miss(k) => {
-                    let ids = states[k as usize].ids();
-                    out.extend_from_slice(ids);
-                    if !remembered[k as usize] {
-                        remembered[k as usize] = true;
-                        remember(model, cache, p, ids);
-                    }
-                }
+        // Open the holes, from the last: each stretch of ids after a hole moves right by the
+        // ids of the holes up to it.
+        let out = &mut *self.out;
+        let mut shift: usize = holes
+            .iter()
+            .map(|&(_, k)| states[k as usize].ids().len())
+            .sum();
+        let mut end = out.len();
+        out.resize(end + shift, 0);
+        for &(at, k) in holes.iter().rev() {
+            out.copy_within(at..end, at + shift);
+            let ids = states[k as usize].ids();
+            shift -= ids.len();
+            out[at + shift..at + shift + ids.len()].copy_from_slice(ids);
+            end = at;
+        }
+        debug_assert_eq!(shift, 0);
+        for (k, &p) in misses.iter().enumerate() {
+            let ids = states[k].ids();
+            if p.key != 0 {
+                remember(model, cache, p, ids);
+            } else {
+                cache.put_long(model.cache_id, p.piece, ids);
             }
         }
     }
@@ -399,8 +445,8 @@ mod tests {
     #[test]
     fn blocks_of_first_sights_merged_side_by_side_equal_the_one_piece_loop() {
         // Texts made mostly of words never seen before (every one a miss of the cache, most
-        // no token), with repeats inside a block, single bytes, long words, numbers and
-        // punctuation between them: every block mixes hits, misses merged side by side,
+        // no token), with repeats inside a block, single bytes, long words (of 16 bytes to
+        // the merge states' 96 and past them), numbers and punctuation between them: every block mixes hits, misses merged side by side,
         // repeated misses and pieces of the one-at-a-time path.
         let toks = openai_tokenizers();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -415,6 +461,11 @@ mod tests {
                         word(&mut rng, len)
                     }
                     2 => format!("{}", rng.next() % 100_000),
+                    4 if rng.below(4) == 0 => {
+                        // Past the merge states' length (some past the long map's).
+                        let len = rng.below(150) + 50;
+                        word(&mut rng, len)
+                    }
                     3 => ["!", ",", "--", "\n", "((", "中文"][rng.below(6)].to_string(),
                     _ => {
                         let len = rng.below(14) + 1;
@@ -436,32 +487,38 @@ mod tests {
     }
 
     #[test]
-    fn a_hit_evicted_by_a_miss_of_its_own_block_is_encoded_right() {
-        // Three words of one cache bucket: A and B fill its two slots; then in one block C
-        // misses and A hits, and remembering C (after A was found) drops A's entry before A's
-        // ids are read.
+    fn a_batch_closed_by_its_repeats_or_its_distinct_misses_gives_the_same_ids() {
+        // A few new words repeated until the holes are full (more than `HOLES` misses of
+        // fewer than `BATCH` pieces), then more new words than a batch holds, hits and long
+        // words between them, in one text and across texts.
         let toks = openai_tokenizers();
-        let tok = &toks[0];
-        let mut by_bucket = std::collections::HashMap::<usize, Vec<String>>::new();
-        let mut rng = Rng(7);
-        let same = loop {
-            let w = format!(" {}", word(&mut rng, 8));
-            let list = by_bucket
-                .entry(PieceCache::bucket(key_of(w.as_bytes())))
-                .or_default();
-            if !list.contains(&w) {
-                list.push(w);
+        let mut rng = Rng(11);
+        for case in 0..50 {
+            let few: Vec<String> = (0..3).map(|_| word(&mut rng, 9)).collect();
+            let many: Vec<String> = (0..3 * BATCH).map(|_| word(&mut rng, 6)).collect();
+            let mut text = String::new();
+            for i in 0..2 * HOLES + case {
+                text.push(' ');
+                text.push_str(&few[i % few.len()]);
+                if i % 7 == 0 {
+                    text.push_str(" the");
+                }
             }
-            if list.len() == 3 {
-                break list.clone();
+            for (i, w) in many.iter().enumerate() {
+                text.push(' ');
+                text.push_str(w);
+                if i % 5 == 0 {
+                    let len = 20 + i;
+                    text.push(' ');
+                    text.push_str(&word(&mut rng, len));
+                }
             }
-        };
-        let encode = |text: &str| tok.encode(text, &AllowedSpecial::None).unwrap();
-        let (a, b, c) = (&same[0], &same[1], &same[2]);
-        assert_eq!(encode(a), uncached(tok, a));
-        assert_eq!(encode(b), uncached(tok, b));
-        let text = format!("{c}{a}{b}{c}{a}");
-        assert_eq!(encode(&text), uncached(tok, &text));
-        assert_eq!(encode(&text), uncached(tok, &text));
+            for tok in &toks {
+                for _ in 0..2 {
+                    let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, &text), "case {case}: {text:?}");
+                }
+            }
+        }
     }
 }
