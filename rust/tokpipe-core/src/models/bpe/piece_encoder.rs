@@ -160,14 +160,17 @@ impl Merging {
         if n < 2 {
             return true;
         }
-        // The lowest priority, leftmost on ties.
+        // The lowest priority, leftmost on ties (a slice of the `n - 1` pairs: no bound
+        // check in the loop).
+        let pairs = &self.prio[..n - 1];
         let mut at = 0;
-        for i in 1..n - 1 {
-            if self.prio[i] < self.prio[at] {
-                at = i;
+        let mut low = pairs[0];
+        for (i, &p) in pairs.iter().enumerate().skip(1) {
+            if p < low {
+                (at, low) = (i, p);
             }
         }
-        if self.prio[at] == u32::MAX {
+        if low == u32::MAX {
             return true;
         }
         self.syms[at] = self.merged[at];
