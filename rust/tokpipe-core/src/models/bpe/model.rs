@@ -22,13 +22,12 @@
 //! BPE over characters (Llama-1/2, Mistral): see [`super::chars`].
 //!
 //! Byte-level pieces are encoded through a bounded per-thread cache of piece -> ids
-//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same. A
-//! piece's cache line is requested when the scanner hands the piece over and probed a few
-//! pieces later ([`PieceEncoder`]), so the cache's misses to memory overlap.
+//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same. The
+//! cache's probes, and the misses' merges, are made a batch at a time so that their loads from
+//! memory overlap ([`PieceEncoder`], module `piece_encoder`).
 //!
 //! (Over 500 lines: 78 of them are its unit tests; the rest is one model: its merge table, built
-//! for both rule sets, the short and long merge loops that read it, and the cached entry point
-//! with its prefetch ring, `PieceEncoder`.)
+//! for both rule sets, the short and long merge loops that read it, and the cached entry point.)
 
 pub(super) use super::pair_table::pair_key;
 use super::pair_table::PairTable;

@@ -8,20 +8,25 @@
 //! and within one piece they depend on each other (a merge decides the next pairs), so one
 //! piece at a time they are paid one after the other: a profile of one-document encode of
 //! English text with cl100k put 27% of the time on the merge loop's pair loads and 6% on the
-//! whole-token probe. Pieces are independent of each other, though, so this encoder works on
-//! [`BLOCK`] of them at a time:
+//! whole-token probe. Pieces are independent of each other, though, so:
 //! - a piece's cache bucket is requested from memory when the scanner hands the piece over, and
-//!   probed one to two blocks later (the loads of consecutive pieces overlap);
-//! - the block's misses have their whole-token slots requested together, then probed;
-//! - the misses that are no token are merged side by side, one merge of each in turn: each
-//!   merge requests the two pairs it makes, and reads them at its piece's next turn, after the
-//!   other pieces' merges, so the loads of up to a block of pieces overlap;
-//! - the ids are appended in the pieces' order, and the misses' ids remembered in the cache.
+//!   probed [`LAG`] pieces later (the loads of consecutive pieces overlap);
+//! - a hit's ids are appended at once; a miss leaves a hole in the output (its position) and
+//!   joins the batch of distinct misses, its whole-token slot requested;
+//! - when the batch holds [`BATCH`] misses (about 3% of English pieces are misses, so a batch
+//!   spans hundreds of pieces), or [`HOLES`] holes, or the text ends, its whole tokens are
+//!   read and the others merged side by side, one merge of each in turn: each merge requests
+//!   the two pairs it makes and reads them at its piece's next turn, after the other pieces'
+//!   merges, so the loads of up to a batch of pieces overlap;
+//! - the ids after the holes move right, once, from the last hole back, the misses' ids fill
+//!   the holes, and each miss is remembered in the cache.
 //!
 //! Each piece's merges are those of [`BpeModel::merge_short`] in the same order (lowest
 //! priority, leftmost on ties), so the ids are the same; the tests compare them with
-//! [`BpeModel::encode_piece`]. Pieces of more than [`MAX_PIECE`] bytes, and those the cache
-//! keeps in its long map, take the one-at-a-time path.
+//! [`BpeModel::encode_piece`]. Pieces the cache does not keep, of more than 96 bytes, and
+//! short pieces of more ids than a cache slot holds, take the one-at-a-time path.
+//!
+//! (Over 500 lines: about 100 of them are its tests.)
 
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
