@@ -6,6 +6,7 @@ mod huge_table;
 mod model;
 mod pair_table;
 mod piece_cache;
+mod piece_encoder;
 mod short_tokens;
 mod splits;
 pub mod trainer;

@@ -22,17 +22,18 @@
 //! BPE over characters (Llama-1/2, Mistral): see [`super::chars`].
 //!
 //! Byte-level pieces are encoded through a bounded per-thread cache of piece -> ids
-//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same. A
-//! piece's cache line is requested when the scanner hands the piece over and probed a few
-//! pieces later ([`PieceEncoder`]), so the cache's misses to memory overlap.
+//! ([`super::piece_cache`], via [`BpeModel::with_piece_cache`]); the ids are the same. The
+//! cache's probes, and the misses' merges, are made a batch at a time so that their loads from
+//! memory overlap ([`PieceEncoder`], module `piece_encoder`).
 //!
 //! (Over 500 lines: 78 of them are its unit tests; the rest is one model: its merge table, built
-//! for both rule sets, the short and long merge loops that read it, and the cached entry point
-//! with its prefetch ring, `PieceEncoder`.)
+//! for both rule sets, the short and long merge loops that read it, and the cached entry point.)
 
 pub(super) use super::pair_table::pair_key;
 use super::pair_table::PairTable;
 use super::piece_cache::{key_of, PieceCache, MAX_PIECE};
+pub use super::piece_encoder::PieceEncoder;
+use super::piece_encoder::Scratch;
 use super::short_tokens::ShortTokens;
 use crate::error::{shown, Error, Result};
 use rustc_hash::FxHashMap;
@@ -80,74 +81,6 @@ pub struct BpeModel {
     /// This model's tag in the per-thread piece cache ([`super::piece_cache`]); 0: not cached.
     /// A clone keeps it, as it encodes every piece the same way.
     pub(super) cache_id: u32,
-}
-
-/// Pieces between the request for a piece's cache bucket ([`PieceCache::prefetch`]) and its
-/// probe; a power of two. Enough pieces to cover a load from memory (a cached piece costs
-/// tens of nanoseconds), few enough that their buckets stay in the L1 cache meanwhile.
-const LAG: usize = 16;
-
-/// A piece waiting for its probe: its bytes, and for a piece of 2 to `MAX_PIECE` bytes its key
-/// and cache bucket (key 0 for the others, which take the uncached or long-map path).
-#[derive(Clone, Copy)]
-struct Pending<'t> {
-    piece: &'t [u8],
-    key: u128,
-    bucket: usize,
-}
-
-/// Encodes the pieces of a text, in order, into one output, through this thread's piece cache
-/// when there is one; see [`BpeModel::with_piece_cache`]. With a cache, each piece's bucket is
-/// requested from memory when the piece arrives and probed [`LAG`] pieces later, so the loads
-/// of consecutive pieces overlap instead of waiting one after another; the ids are appended in
-/// the pieces' order all the same.
-pub struct PieceEncoder<'m, 'c, 'o, 't> {
-    model: &'m BpeModel,
-    cache: Option<&'c mut PieceCache>,
-    out: &'o mut Vec<u32>,
-    ring: [Pending<'t>; LAG],
-    /// Pieces received so far; the last `min(seen, LAG)` of them wait in `ring`.
-    seen: usize,
-}
-
-impl<'t> PieceEncoder<'_, '_, '_, 't> {
-    /// Appends the ids of one piece (those of [`BpeModel::encode_piece`]) after those of the
-    /// pieces before it; with a cache they are written up to [`LAG`] pieces later.
-    #[inline(always)]
-    pub fn encode(&mut self, piece: &'t [u8]) {
-        let Some(cache) = self.cache.as_deref_mut() else {
-            return self.model.encode_piece(piece, self.out);
-        };
-        let mut pending = Pending {
-            piece,
-            key: 0,
-            bucket: 0,
-        };
-        if (2..=MAX_PIECE).contains(&piece.len()) {
-            pending.key = key_of(piece);
-            pending.bucket = PieceCache::bucket(pending.key);
-            cache.prefetch(pending.bucket);
-        }
-        let at = self.seen % LAG;
-        if self.seen >= LAG {
-            let old = self.ring[at];
-            self.model.encode_pending(cache, old, self.out);
-        }
-        self.ring[at] = pending;
-        self.seen += 1;
-    }
-
-    /// Encodes the pieces still waiting.
-    fn flush(&mut self) {
-        let Some(cache) = self.cache.as_deref_mut() else {
-            return;
-        };
-        for i in self.seen.saturating_sub(LAG)..self.seen {
-            self.model
-                .encode_pending(cache, self.ring[i % LAG], self.out);
-        }
-        self.seen = 0;
-    }
 }
 
 #[inline]
@@ -410,13 +343,10 @@ impl BpeModel {
         if (2..=MAX_PIECE).contains(&piece.len()) {
             return self.encode_short(key_of(piece), piece, out);
         }
-        if let Some(&id) = self.token_to_id.get(piece) {
-            if self.atomic[id as usize] {
-                out.push(id);
-                return;
-            }
+        match self.atomic_token(piece) {
+            Some(id) => out.push(id),
+            None => self.merge_piece(piece, out),
         }
-        self.merge_piece(piece, out);
     }
 
     /// Runs `f` with an encoder of pieces for this model that appends their ids to `out`
@@ -430,19 +360,8 @@ impl BpeModel {
         out: &mut Vec<u32>,
         f: impl FnOnce(&mut PieceEncoder<'_, '_, '_, 't>) -> R,
     ) -> R {
-        let run = |cache: Option<&mut PieceCache>| {
-            let empty = Pending {
-                piece: &[],
-                key: 0,
-                bucket: 0,
-            };
-            let mut encoder = PieceEncoder {
-                model: self,
-                cache,
-                out,
-                ring: [empty; LAG],
-                seen: 0,
-            };
+        let run = |cache: Option<(&mut PieceCache, &mut Scratch)>| {
+            let mut encoder = PieceEncoder::new(self, cache, out);
             let result = f(&mut encoder);
             encoder.flush();
             result
@@ -450,54 +369,25 @@ impl BpeModel {
         if self.cache_id == 0 || self.chars.is_some() {
             return run(None);
         }
-        super::piece_cache::with_thread_cache(run)
+        super::piece_cache::with_thread_cache(|cache| match cache {
+            Some(cache) => {
+                super::piece_encoder::with_scratch(|scratch| run(Some((cache, scratch))))
+            }
+            None => run(None),
+        })
     }
 
-    /// [`BpeModel::encode_piece`] for a byte-level model through `cache`: a piece of 2 to
-    /// `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one in the
-    /// long map, and the ids of a miss are remembered.
+    /// The id of `piece` when it is an atomic token (looked up whole, not merged).
     #[inline(always)]
-    fn encode_pending(&self, cache: &mut PieceCache, pending: Pending<'_>, out: &mut Vec<u32>) {
-        use super::piece_cache::{Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE};
-        let Pending { piece, key, bucket } = pending;
-        if key == 0 {
-            if piece.len() <= MAX_PIECE || piece.len() > MAX_LONG_PIECE {
-                return self.encode_piece(piece, out);
-            }
-            if cache.get_long(self.cache_id, piece, out) {
-                return;
-            }
-            let start = out.len();
-            self.encode_piece(piece, out);
-            return cache.put_long(self.cache_id, piece, &out[start..]);
-        }
-        match cache.get_in(bucket, self.cache_id, key, out) {
-            Probe::Hit => return,
-            // A short piece of more ids than a slot holds lives in the long map.
-            Probe::Long => {
-                if cache.get_long(self.cache_id, piece, out) {
-                    return;
-                }
-            }
-            Probe::Miss => {}
-        }
-        let start = out.len();
-        self.encode_short(key, piece, out);
-        let ids = &out[start..];
-        match ids.len() {
-            0 => {}
-            n if n <= MAX_IDS => cache.put_in(bucket, self.cache_id, key, ids),
-            _ => {
-                cache.put_long(self.cache_id, piece, ids);
-                cache.put_in(bucket, self.cache_id, key, &[IN_LONG]);
-            }
-        }
+    pub(super) fn atomic_token(&self, piece: &[u8]) -> Option<u32> {
+        let &id = self.token_to_id.get(piece)?;
+        self.atomic[id as usize].then_some(id)
     }
 
     /// A byte-level piece of 2 to `MAX_PIECE` bytes, of key `key`: its id when it is an atomic
     /// token, else the merge loop's ids.
     #[inline(always)]
-    fn encode_short(&self, key: u128, piece: &[u8], out: &mut Vec<u32>) {
+    pub(super) fn encode_short(&self, key: u128, piece: &[u8], out: &mut Vec<u32>) {
         match self.short_tokens.get(key) {
             Some(id) => out.push(id),
             None => self.merge_piece(piece, out),

@@ -198,7 +198,22 @@ impl PairTable {
         }
     }
 
-    /// Every merge as `(pair_key(left, right), (priority, merged))`, in no particular order.
+    /// Asks the CPU to load the line where [`PairTable::get`] of `(left, right)` starts its
+    /// search (nothing for a pair of the dense array, which stays in cache).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, left: u32, right: u32) {
+        if (left | right) < 256 {
+            return;
+        }
+        let i = self.home(pair_key(left, right));
+        if !self.packed.is_empty() {
+            super::huge_table::prefetch(&self.packed[i]);
+        } else {
+            super::huge_table::prefetch(&self.tags[i]);
+            super::huge_table::prefetch(&self.slots[i]);
+        }
+    }
+
     /// [`PairTable::get`] of a pair of ids not both below 256, in a packed table.
     #[inline(always)]
     fn get_packed(&self, key: u64) -> Option<(u32, u32)> {
@@ -221,6 +236,7 @@ impl PairTable {
         }
     }
 
+    /// Every merge as `(pair_key(left, right), (priority, merged))`, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
         let dense = self
             .dense

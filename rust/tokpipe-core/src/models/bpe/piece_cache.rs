@@ -133,7 +133,7 @@ impl PieceCache {
 
     /// Asks the CPU to load bucket `bucket`'s line ahead of its probe. The table is 2 MiB, so
     /// the probes of a thread's first sights and of rarer words miss the core's caches; a probe
-    /// asked for a few pieces ahead ([`super::model::PieceEncoder`]) waits for memory while the
+    /// asked for a few pieces ahead ([`super::piece_encoder::PieceEncoder`]) waits for memory while the
     /// pieces in between are scanned and encoded, instead of after them.
     #[inline(always)]
     pub(super) fn prefetch(&self, bucket: usize) {
@@ -216,7 +216,7 @@ impl PieceCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::models::bpe::BpeModel;
     use crate::pre_tokenizers::scanners::tests::{corpus_texts, Rng, ALPHABET};
@@ -224,7 +224,7 @@ mod tests {
     use crate::tokenizer::{AllowedSpecial, Tokenizer};
 
     /// cl100k and o200k from the shared vocabularies, with their preset scanners.
-    fn openai_tokenizers() -> Vec<Tokenizer> {
+    pub(in crate::models::bpe) fn openai_tokenizers() -> Vec<Tokenizer> {
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora/vocab");
         ["cl100k", "o200k"]
@@ -239,7 +239,7 @@ mod tests {
     }
 
     /// The ids of `text` with every piece merged afresh, bypassing the cache.
-    fn uncached(tok: &Tokenizer, text: &str) -> Vec<u32> {
+    pub(in crate::models::bpe) fn uncached(tok: &Tokenizer, text: &str) -> Vec<u32> {
         let model = tok.model().as_bpe().unwrap();
         let mut out = Vec::new();
         tok.pre_tokenizer()

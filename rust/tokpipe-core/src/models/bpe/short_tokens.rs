@@ -75,6 +75,15 @@ impl ShortTokens {
         (hash_key(key) >> self.shift) as usize
     }
 
+    /// Asks the CPU to load the slot where the search for `key` starts, ahead of
+    /// [`ShortTokens::get`].
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, key: u128) {
+        if !self.slots.is_empty() {
+            super::huge_table::prefetch(&self.slots[self.home(key)]);
+        }
+    }
+
     /// The id of the token of key `key` (a [`key_of`] key), if it is in the table.
     #[inline(always)]
     pub(crate) fn get(&self, key: u128) -> Option<u32> {

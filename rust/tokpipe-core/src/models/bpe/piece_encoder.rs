@@ -1,0 +1,532 @@
+//! [`PieceEncoder`]: encodes the pieces of a text, in order, through this thread's piece cache
+//! ([`super::piece_cache`]), hiding the latency of its tables.
+//!
+//! Why: with a fresh tokenizer every distinct piece of a text is met once without a cache
+//! entry; it then costs a probe of the whole-token table ([`super::short_tokens`], megabytes)
+//! and, if it is no token, the merge loop, whose every merge looks up two new pairs in the
+//! merge table ([`super::pair_table`], megabytes too). Each of those loads waits for memory,
+//! and within one piece they depend on each other (a merge decides the next pairs), so one
+//! piece at a time they are paid one after the other: a profile of one-document encode of
+//! English text with cl100k put 27% of the time on the merge loop's pair loads and 6% on the
+//! whole-token probe. Pieces are independent of each other, though, so:
+//! - a piece's cache bucket is requested from memory when the scanner hands the piece over, and
+//!   probed [`LAG`] pieces later (the loads of consecutive pieces overlap);
+//! - a hit's ids are appended at once; a miss leaves a hole in the output (its position) and
+//!   joins the batch of distinct misses, its whole-token slot requested;
+//! - when the batch holds [`BATCH`] misses (about 3% of English pieces are misses, so a batch
+//!   spans hundreds of pieces), or [`HOLES`] holes, or the text ends, its whole tokens are
+//!   read and the others merged side by side, one merge of each in turn: each merge requests
+//!   the two pairs it makes and reads them at its piece's next turn, after the other pieces'
+//!   merges, so the loads of up to a batch of pieces overlap;
+//! - the ids after the holes move right, once, from the last hole back, the misses' ids fill
+//!   the holes, and each miss is remembered in the cache.
+//!
+//! Each piece's merges are those of [`BpeModel::merge_short`] in the same order (lowest
+//! priority, leftmost on ties), so the ids are the same; the tests compare them with
+//! [`BpeModel::encode_piece`]. Pieces the cache does not keep, of more than 96 bytes, and
+//! short pieces of more ids than a cache slot holds, take the one-at-a-time path.
+//!
+//! (Over 500 lines: about 100 of them are its tests.)
+
+use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
+use super::pair_table::PairTable;
+use super::piece_cache::{key_of, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE};
+use std::cell::RefCell;
+
+/// Pieces between the request for a piece's cache bucket ([`PieceCache::prefetch`]) and its
+/// probe; enough to cover a load from memory (a cached piece costs tens of nanoseconds), few
+/// enough that their buckets stay in the L1 cache meanwhile.
+const LAG: usize = 16;
+
+/// Distinct misses merged side by side, at most. Misses are a few percent of the pieces of
+/// real text, so a batch gathers them from hundreds of pieces.
+const BATCH: usize = 16;
+
+/// Misses (repeats included) waiting for their ids, at most.
+const HOLES: usize = 64;
+
+/// A piece waiting for its probe: its bytes, and for a piece of 2 to `MAX_PIECE` bytes its key
+/// and cache bucket (key 0 for the others, which take the uncached or long-map path).
+#[derive(Clone, Copy)]
+struct Pending<'t> {
+    piece: &'t [u8],
+    key: u128,
+    bucket: usize,
+}
+
+const NO_PENDING: Pending<'static> = Pending {
+    piece: &[],
+    key: 0,
+    bucket: 0,
+};
+
+/// Encodes the pieces of a text, in order, into one output, through this thread's piece cache
+/// when there is one; see [`BpeModel::with_piece_cache`] and the module's notes.
+pub struct PieceEncoder<'m, 'c, 'o, 't> {
+    model: &'m BpeModel,
+    cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
+    out: &'o mut Vec<u32>,
+    /// The last `min(seen, LAG)` pieces received, waiting for their probe.
+    ring: [Pending<'t>; LAG],
+    seen: usize,
+    /// The distinct misses of the batch, waiting for their ids.
+    misses: [Pending<'t>; BATCH],
+    n_misses: usize,
+    /// Where each miss's ids go in `out` (the ids after it were appended already), and which
+    /// of `misses` it is; in the pieces' order.
+    holes: [(usize, u8); HOLES],
+    n_holes: usize,
+}
+
+/// The merge loop of one piece of up to [`SHORT_PIECE`] bytes, a merge a turn
+/// ([`Merging::step`]). Only the first `n` symbols (and `n - 1` pairs) are meaningful; the
+/// rest is whatever an earlier piece left there.
+#[derive(Clone, Copy)]
+pub(super) struct Merging {
+    syms: [u32; SHORT_PIECE],
+    /// Priority and result of the pair starting at each symbol (`u32::MAX`: no merge).
+    prio: [u32; SHORT_PIECE],
+    merged: [u32; SHORT_PIECE],
+    n: usize,
+    /// The position of the last merge, whose two pairs are still to be read; `usize::MAX`
+    /// when there is none.
+    refresh: usize,
+    /// The piece is a whole token (this id), not merged.
+    token: u32,
+}
+
+const IDLE: Merging = Merging {
+    syms: [0; SHORT_PIECE],
+    prio: [u32::MAX; SHORT_PIECE],
+    merged: [0; SHORT_PIECE],
+    n: 0,
+    refresh: usize::MAX,
+    token: NO_TOKEN,
+};
+
+/// The merge states of one batch, kept per thread (18 KiB: too much to clear for each batch
+/// or document; a state is only read where its piece wrote it).
+pub(super) type Scratch = [Merging; BATCH];
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Box<Scratch>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's merge states (new ones if they are in use further up the
+/// stack, which the encoder never does).
+pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => f(slot.get_or_insert_with(|| Box::new([IDLE; BATCH]))),
+        Err(_) => f(&mut Box::new([IDLE; BATCH])),
+    })
+}
+
+impl Merging {
+    /// Starts the merge loop of `piece` (its byte tokens and their pairs: pairs of byte tokens
+    /// are read from the merge table's dense, cached part), or records its whole-token id.
+    #[inline(always)]
+    fn start(&mut self, model: &BpeModel, piece: &[u8], token: Option<u32>) {
+        self.refresh = usize::MAX;
+        self.n = 0;
+        if let Some(id) = token {
+            self.token = id;
+            return;
+        }
+        self.token = NO_TOKEN;
+        let mut n = 0;
+        for &b in piece {
+            let id = model.byte_ids[b as usize];
+            if id != NO_TOKEN {
+                self.syms[n] = id;
+                n += 1;
+            }
+        }
+        self.n = n;
+        for i in 0..n.saturating_sub(1) {
+            (self.prio[i], self.merged[i]) = pair(&model.merges, self.syms[i], self.syms[i + 1]);
+        }
+    }
+
+    /// Reads the pairs of the last merge, then makes the next merge and requests its pairs;
+    /// true when the piece has no merge left. The same merges as `BpeModel::merge_short`.
+    #[inline(always)]
+    fn step(&mut self, merges: &PairTable) -> bool {
+        let n = self.n;
+        let at = self.refresh;
+        if at != usize::MAX {
+            if at + 1 < n {
+                (self.prio[at], self.merged[at]) = pair(merges, self.syms[at], self.syms[at + 1]);
+            }
+            if at > 0 {
+                (self.prio[at - 1], self.merged[at - 1]) =
+                    pair(merges, self.syms[at - 1], self.syms[at]);
+            }
+        }
+        if n < 2 {
+            return true;
+        }
+        // The lowest priority, leftmost on ties (a slice of the `n - 1` pairs: no bound
+        // check in the loop).
+        let pairs = &self.prio[..n - 1];
+        let mut at = 0;
+        let mut low = pairs[0];
+        for (i, &p) in pairs.iter().enumerate().skip(1) {
+            if p < low {
+                (at, low) = (i, p);
+            }
+        }
+        if low == u32::MAX {
+            return true;
+        }
+        self.syms[at] = self.merged[at];
+        self.syms.copy_within(at + 2..n, at + 1);
+        self.prio.copy_within(at + 1..n - 1, at);
+        self.merged.copy_within(at + 1..n - 1, at);
+        let n = n - 1;
+        self.n = n;
+        self.refresh = at;
+        if at + 1 < n {
+            merges.prefetch(self.syms[at], self.syms[at + 1]);
+        }
+        if at > 0 {
+            merges.prefetch(self.syms[at - 1], self.syms[at]);
+        }
+        false
+    }
+
+    /// The piece's ids.
+    fn ids(&self) -> &[u32] {
+        if self.token != NO_TOKEN {
+            std::slice::from_ref(&self.token)
+        } else {
+            &self.syms[..self.n]
+        }
+    }
+}
+
+#[inline(always)]
+fn pair(merges: &PairTable, left: u32, right: u32) -> (u32, u32) {
+    merges.get(left, right).unwrap_or((u32::MAX, 0))
+}
+
+/// Whether a piece without a packed key is merged in a batch when the cache misses it: one
+/// the long map keeps, short enough for a merge state.
+#[inline(always)]
+fn long_in_batch(piece: &[u8]) -> bool {
+    (MAX_PIECE + 1..=SHORT_PIECE.min(MAX_LONG_PIECE)).contains(&piece.len())
+}
+
+impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
+    pub(super) fn new(
+        model: &'m BpeModel,
+        cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
+        out: &'o mut Vec<u32>,
+    ) -> Self {
+        PieceEncoder {
+            model,
+            cache,
+            out,
+            ring: [NO_PENDING; LAG],
+            seen: 0,
+            misses: [NO_PENDING; BATCH],
+            n_misses: 0,
+            holes: [(0, 0); HOLES],
+            n_holes: 0,
+        }
+    }
+
+    /// Appends the ids of one piece (those of [`BpeModel::encode_piece`]) after those of the
+    /// pieces before it; with a cache they are written later (at the latest by
+    /// [`PieceEncoder::flush`]).
+    #[inline(always)]
+    pub fn encode(&mut self, piece: &'t [u8]) {
+        let Some((cache, _)) = self.cache.as_mut() else {
+            return self.model.encode_piece(piece, self.out);
+        };
+        let mut pending = Pending {
+            piece,
+            key: 0,
+            bucket: 0,
+        };
+        if (2..=MAX_PIECE).contains(&piece.len()) {
+            pending.key = key_of(piece);
+            pending.bucket = PieceCache::bucket(pending.key);
+            cache.prefetch(pending.bucket);
+        }
+        let at = self.seen % LAG;
+        if self.seen >= LAG {
+            self.probe(self.ring[at]);
+        }
+        self.ring[at] = pending;
+        self.seen += 1;
+    }
+
+    /// Encodes the pieces still waiting.
+    pub(super) fn flush(&mut self) {
+        if self.cache.is_none() {
+            return;
+        }
+        for i in self.seen.saturating_sub(LAG)..self.seen {
+            self.probe(self.ring[i % LAG]);
+        }
+        self.seen = 0;
+        self.resolve();
+    }
+
+    /// Appends the ids of a piece whose bucket was requested [`LAG`] pieces ago: a hit's ids,
+    /// or a hole for a miss of the batch.
+    #[inline(always)]
+    fn probe(&mut self, p: Pending<'t>) {
+        let model = self.model;
+        let Some((cache, _)) = self.cache.as_mut() else {
+            return;
+        };
+        let out = &mut *self.out;
+        let id = model.cache_id;
+        if p.key != 0 {
+            match cache.get_in(p.bucket, id, p.key, out) {
+                Probe::Hit => return,
+                Probe::Long => return encode_pending(model, cache, p, out),
+                Probe::Miss => {}
+            }
+        } else if !long_in_batch(p.piece) {
+            return encode_pending(model, cache, p, out);
+        } else if cache.get_long(id, p.piece, out) {
+            return;
+        }
+        let same = |m: &Pending<'_>| m.key == p.key && (p.key != 0 || m.piece == p.piece);
+        let k = match self.misses[..self.n_misses].iter().position(same) {
+            Some(k) => k,
+            None => {
+                if p.key != 0 {
+                    model.short_tokens.prefetch(p.key);
+                }
+                self.misses[self.n_misses] = p;
+                self.n_misses += 1;
+                self.n_misses - 1
+            }
+        };
+        self.holes[self.n_holes] = (out.len(), k as u8);
+        self.n_holes += 1;
+        if self.n_misses == BATCH || self.n_holes == HOLES {
+            self.resolve();
+        }
+    }
+
+    /// Encodes the batch's misses (whole tokens, else their merges side by side), writes their
+    /// ids into their holes and remembers them in the cache.
+    fn resolve(&mut self) {
+        let model = self.model;
+        let Some((cache, states)) = self.cache.as_mut() else {
+            return;
+        };
+        let misses = &self.misses[..self.n_misses];
+        let holes = &self.holes[..self.n_holes];
+        self.n_misses = 0;
+        self.n_holes = 0;
+        if misses.is_empty() {
+            return;
+        }
+        let mut active = [0u8; BATCH];
+        let mut n_active = 0;
+        for (k, p) in misses.iter().enumerate() {
+            let token = if p.key != 0 {
+                model.short_tokens.get(p.key)
+            } else {
+                model.atomic_token(p.piece)
+            };
+            states[k].start(model, p.piece, token);
+            if token.is_none() {
+                active[n_active] = k as u8;
+                n_active += 1;
+            }
+        }
+        while n_active > 0 {
+            let mut kept = 0;
+            for j in 0..n_active {
+                let k = active[j];
+                if !states[k as usize].step(&model.merges) {
+                    active[kept] = k;
+                    kept += 1;
+                }
+            }
+            n_active = kept;
+        }
+        // Open the holes, from the last: each stretch of ids after a hole moves right by the
+        // ids of the holes up to it.
+        let out = &mut *self.out;
+        let mut shift: usize = holes
+            .iter()
+            .map(|&(_, k)| states[k as usize].ids().len())
+            .sum();
+        let mut end = out.len();
+        out.resize(end + shift, 0);
+        for &(at, k) in holes.iter().rev() {
+            out.copy_within(at..end, at + shift);
+            let ids = states[k as usize].ids();
+            shift -= ids.len();
+            out[at + shift..at + shift + ids.len()].copy_from_slice(ids);
+            end = at;
+        }
+        debug_assert_eq!(shift, 0);
+        for (k, &p) in misses.iter().enumerate() {
+            let ids = states[k].ids();
+            if p.key != 0 {
+                remember(model, cache, p, ids);
+            } else {
+                cache.put_long(model.cache_id, p.piece, ids);
+            }
+        }
+    }
+}
+
+/// [`BpeModel::encode_piece`] for a byte-level model through `cache`, one piece at a time: a
+/// piece of 2 to `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one
+/// in the long map, and the ids of a miss are remembered.
+#[inline(always)]
+fn encode_pending(
+    model: &BpeModel,
+    cache: &mut PieceCache,
+    pending: Pending<'_>,
+    out: &mut Vec<u32>,
+) {
+    let Pending { piece, key, bucket } = pending;
+    if key == 0 {
+        if piece.len() <= MAX_PIECE || piece.len() > MAX_LONG_PIECE {
+            return model.encode_piece(piece, out);
+        }
+        if cache.get_long(model.cache_id, piece, out) {
+            return;
+        }
+        let start = out.len();
+        model.encode_piece(piece, out);
+        return cache.put_long(model.cache_id, piece, &out[start..]);
+    }
+    match cache.get_in(bucket, model.cache_id, key, out) {
+        Probe::Hit => return,
+        // A short piece of more ids than a slot holds lives in the long map.
+        Probe::Long => {
+            if cache.get_long(model.cache_id, piece, out) {
+                return;
+            }
+        }
+        Probe::Miss => {}
+    }
+    let start = out.len();
+    model.encode_short(key, piece, out);
+    remember(model, cache, pending, &out[start..]);
+}
+
+/// Puts the ids of a short piece (`pending.key` set) into the cache: in its bucket, or, if
+/// more than a slot holds, in the long map with a mark in its bucket.
+#[inline(always)]
+fn remember(model: &BpeModel, cache: &mut PieceCache, pending: Pending<'_>, ids: &[u32]) {
+    let Pending { piece, key, bucket } = pending;
+    match ids.len() {
+        0 => {}
+        n if n <= MAX_IDS => cache.put_in(bucket, model.cache_id, key, ids),
+        _ => {
+            cache.put_long(model.cache_id, piece, ids);
+            cache.put_in(bucket, model.cache_id, key, &[IN_LONG]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::bpe::piece_cache::tests::{openai_tokenizers, uncached};
+    use crate::pre_tokenizers::scanners::tests::Rng;
+    use crate::tokenizer::AllowedSpecial;
+
+    /// A word of `len` letters from a few consonants and vowels: mostly no token, so a miss
+    /// runs the merge loop.
+    fn word(rng: &mut Rng, len: usize) -> String {
+        let letters = [
+            "b", "k", "r", "s", "t", "z", "a", "e", "i", "o", "u", "é", "ø", "ß",
+        ];
+        (0..len)
+            .map(|_| letters[rng.below(letters.len())])
+            .collect()
+    }
+
+    #[test]
+    fn blocks_of_first_sights_merged_side_by_side_equal_the_one_piece_loop() {
+        // Texts made mostly of words never seen before (every one a miss of the cache, most
+        // no token), with repeats inside a block, single bytes, long words (of 16 bytes to
+        // the merge states' 96 and past them), numbers and punctuation between them: every block mixes hits, misses merged side by side,
+        // repeated misses and pieces of the one-at-a-time path.
+        let toks = openai_tokenizers();
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for case in 0..3_000 {
+            let mut text = String::new();
+            let mut words: Vec<String> = Vec::new();
+            for _ in 0..rng.below(80) + 1 {
+                let piece = match rng.below(10) {
+                    0 if !words.is_empty() => words[rng.below(words.len())].clone(),
+                    1 => {
+                        let len = rng.below(30) + 16;
+                        word(&mut rng, len)
+                    }
+                    2 => format!("{}", rng.next() % 100_000),
+                    4 if rng.below(4) == 0 => {
+                        // Past the merge states' length (some past the long map's).
+                        let len = rng.below(150) + 50;
+                        word(&mut rng, len)
+                    }
+                    3 => ["!", ",", "--", "\n", "((", "中文"][rng.below(6)].to_string(),
+                    _ => {
+                        let len = rng.below(14) + 1;
+                        let w = word(&mut rng, len);
+                        words.push(w.clone());
+                        w
+                    }
+                };
+                text.push(' ');
+                text.push_str(&piece);
+            }
+            for _ in 0..2 {
+                for tok in &toks {
+                    let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, &text), "case {case}: {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_closed_by_its_repeats_or_its_distinct_misses_gives_the_same_ids() {
+        // A few new words repeated until the holes are full (more than `HOLES` misses of
+        // fewer than `BATCH` pieces), then more new words than a batch holds, hits and long
+        // words between them, in one text and across texts.
+        let toks = openai_tokenizers();
+        let mut rng = Rng(11);
+        for case in 0..50 {
+            let few: Vec<String> = (0..3).map(|_| word(&mut rng, 9)).collect();
+            let many: Vec<String> = (0..3 * BATCH).map(|_| word(&mut rng, 6)).collect();
+            let mut text = String::new();
+            for i in 0..2 * HOLES + case {
+                text.push(' ');
+                text.push_str(&few[i % few.len()]);
+                if i % 7 == 0 {
+                    text.push_str(" the");
+                }
+            }
+            for (i, w) in many.iter().enumerate() {
+                text.push(' ');
+                text.push_str(w);
+                if i % 5 == 0 {
+                    let len = 20 + i;
+                    text.push(' ');
+                    text.push_str(&word(&mut rng, len));
+                }
+            }
+            for tok in &toks {
+                for _ in 0..2 {
+                    let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, &text), "case {case}: {text:?}");
+                }
+            }
+        }
+    }
+}
