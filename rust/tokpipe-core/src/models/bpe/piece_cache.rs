@@ -52,7 +52,7 @@ const LONG_BYTES: usize = 2 << 20;
 const BUCKETS: usize = 1 << 15;
 
 /// Unused id slot of an entry (no id reaches it: ids are bounded far below).
-const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 
 /// The only id of the entry of a short piece whose ids are in the long map (more than
 /// [`MAX_IDS`]): its first sight then costs no probe of that map (a hash of the bytes), and a
@@ -132,9 +132,10 @@ impl PieceCache {
     }
 
     /// Asks the CPU to load bucket `bucket`'s line ahead of its probe. The table is 2 MiB, so
-    /// the probes of a thread's first sights and of rarer words miss the core's caches; a probe
-    /// asked for a few pieces ahead ([`super::piece_encoder::PieceEncoder`]) waits for memory while the
-    /// pieces in between are scanned and encoded, instead of after them.
+    /// the probes of a thread's first sights and of rarer words miss the core's caches; the
+    /// buckets of a chunk of pieces requested together
+    /// ([`super::piece_encoder::PieceEncoder`]) wait for memory side by side, not one after
+    /// the other.
     #[inline(always)]
     pub(super) fn prefetch(&self, bucket: usize) {
         super::huge_table::prefetch(&self.buckets[bucket]);
@@ -144,6 +145,21 @@ impl PieceCache {
     #[cfg(test)]
     pub(super) fn get(&self, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
         self.get_in(Self::bucket(key), model, key, out) == Probe::Hit
+    }
+
+    /// The ids of `key` (of bucket `bucket`) under `model` when its slot holds them (`NONE`
+    /// past the last); `None` on a miss and for a piece whose ids are in the long map.
+    #[inline(always)]
+    pub(super) fn ids_in(&self, bucket: usize, model: u32, key: u128) -> Option<&[u32; MAX_IDS]> {
+        let [first, second] = &self.buckets[bucket].0;
+        let slot = if first.key == key && first.model == model {
+            first
+        } else if second.key == key && second.model == model {
+            second
+        } else {
+            return None;
+        };
+        (slot.ids[0] != IN_LONG).then_some(&slot.ids)
     }
 
     /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
