@@ -13,8 +13,9 @@
 //!   loops: the first computes each piece's key and requests its cache bucket from memory, the
 //!   second probes them in order (so the loads of a chunk overlap, and neither loop carries
 //!   the scanner's state). An earlier design probed each bucket 16 pieces after its request,
-//!   inside the scanner's loop: one loop doing both ran about a fifth slower (a Rust-only
-//!   driver, 20 MB of English, cl100k, fresh tokenizer per run: best 54 against 68 MB/s);
+//!   inside the scanner's loop: one loop doing both was 1% to 24% slower in six alternations
+//!   of a Rust-only driver (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x
+//!   slower on a second pass over the same text (benches/RESULTS.md, "Fifth step");
 //! - a hit's ids are copied from its slot, a whole slot at a time (no branch on their count),
 //!   and a single byte's id is read from the byte table; a miss leaves a hole in the output
 //!   (its position) and joins the batch of distinct misses, its whole-token slot requested;
