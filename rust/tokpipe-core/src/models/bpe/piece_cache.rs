@@ -24,9 +24,13 @@
 //! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes, and shorter ones of more than [`MAX_IDS`] ids
 //!   (long words, rules of `=====`, words of non-Latin scripts: where the merge loop costs
 //!   most) go to a second, ordinary hash map of boxed bytes, emptied whenever its keys and ids
-//!   pass [`LONG_BYTES`] (2 MiB, about twice that with the map's overhead). Longer pieces are
-//!   merged every time.
-//! - Memory is therefore bounded per thread that encodes (about 20 MiB at most), never by the
+//!   pass [`LONG_BYTES`] (8 MiB, about twice that with the map's overhead). Longer pieces are
+//!   merged every time. Why 8 MiB: text in non-Latin scripts has many such pieces (24
+//!   languages of manual pages: 62,381 distinct ones of 16 bytes or more, 5.2 MB of them), and
+//!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
+//!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
+//!   driver), for about 12 MiB more of resident memory.
+//! - Memory is therefore bounded per thread that encodes (about 35 MiB at most), never by the
 //!   input.
 //! - One table per thread (no locks, no sharing between encoding threads), shared by all the
 //!   models that thread uses: each entry carries its model's cache id, so entries of another
@@ -52,7 +56,7 @@ pub(super) const MAX_LONG_PIECE: usize = 256;
 
 /// Bytes of keys and ids the second map holds before it is emptied (about twice that in
 /// memory, with the map's own overhead).
-const LONG_BYTES: usize = 2 << 20;
+const LONG_BYTES: usize = 8 << 20;
 
 /// Buckets of the table; each holds two slots in one 64-byte line.
 const BUCKETS: usize = 1 << 18;
