@@ -157,40 +157,40 @@ impl PieceCache {
         self.get_in(Self::bucket(key), model, key, out) == Probe::Hit
     }
 
+    /// The slot of `key` under `model` in bucket `bucket`, if it has one.
+    #[inline(always)]
+    fn slot(&self, bucket: usize, model: u32, key: u128) -> Option<&Slot> {
+        self.buckets[bucket]
+            .0
+            .iter()
+            .find(|slot| slot.key == key && slot.model == model)
+    }
+
     /// The ids of `key` (of bucket `bucket`) under `model` when its slot holds them (`NONE`
     /// past the last); `None` on a miss and for a piece whose ids are in the long map.
     #[inline(always)]
     pub(super) fn ids_in(&self, bucket: usize, model: u32, key: u128) -> Option<&[u32; MAX_IDS]> {
-        let [first, second] = &self.buckets[bucket].0;
-        let slot = if first.key == key && first.model == model {
-            first
-        } else if second.key == key && second.model == model {
-            second
-        } else {
-            return None;
-        };
-        (slot.ids[0] != IN_LONG).then_some(&slot.ids)
+        self.slot(bucket, model, key)
+            .filter(|slot| slot.ids[0] != IN_LONG)
+            .map(|slot| &slot.ids)
     }
 
     /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
     #[inline(always)]
     pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> Probe {
-        let bucket = &self.buckets[bucket];
-        for slot in &bucket.0 {
-            if slot.key == key && slot.model == model {
-                if slot.ids[0] == IN_LONG {
-                    return Probe::Long;
-                }
-                let n = slot
-                    .ids
-                    .iter()
-                    .position(|&id| id == NONE)
-                    .unwrap_or(MAX_IDS);
-                out.extend_from_slice(&slot.ids[..n]);
-                return Probe::Hit;
-            }
+        let Some(slot) = self.slot(bucket, model, key) else {
+            return Probe::Miss;
+        };
+        if slot.ids[0] == IN_LONG {
+            return Probe::Long;
         }
-        Probe::Miss
+        let n = slot
+            .ids
+            .iter()
+            .position(|&id| id == NONE)
+            .unwrap_or(MAX_IDS);
+        out.extend_from_slice(&slot.ids[..n]);
+        Probe::Hit
     }
 
     /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
