@@ -102,10 +102,9 @@ pub enum Verify {
     /// of values.
     Signature(f64),
     /// Candidates agreeing on at least this fraction minus [`EXACT_PREFILTER_MARGIN`] are
-    /// collected as pairs for an exact check: of their texts' shingle sets, which the caller
+    /// collected as pairs for an exact check of their texts' shingle sets, which the caller
     /// hands over ([`LshIndex::check_documents`], [`LshIndex::add_check_texts`],
-    /// [`LshIndex::check_pairs`]), or by the caller itself ([`LshIndex::take_pairs`],
-    /// [`LshIndex::union_pairs`]).
+    /// [`LshIndex::check_pairs`]).
     Exact(f64),
 }
 
@@ -511,7 +510,10 @@ impl LshIndex {
     /// With [`Verify::Exact`], once every band is joined: the distinct candidate pairs
     /// (smaller position first, sorted) for the caller to check, but for those already
     /// joined (their signatures are equal, or they are one cluster). Empty otherwise.
-    pub fn take_pairs(&mut self) -> Result<Vec<(u32, u32)>> {
+    /// (The tests' view of the pairs [`Self::check_pairs`] checks; with [`Self::union_pairs`]
+    /// they stand in for a check of texts that synthetic keys do not have.)
+    #[cfg(test)]
+    fn take_pairs(&mut self) -> Result<Vec<(u32, u32)>> {
         while self.join_band()? > 0 {}
         Ok(std::mem::take(&mut self.pairs_to_check))
     }
@@ -520,7 +522,7 @@ impl LshIndex {
     /// of a band bucket, in position order, with the bucket's first [`MAX_REPRESENTATIVES`]
     /// members) instead of joining bands here: with [`Verify::Bands`] they join; with
     /// [`Verify::Exact`] they are screened as [`Self::join_band`] screens its own (equal
-    /// signatures join, those near the threshold await [`Self::take_pairs`]), so the
+    /// signatures join, those near the threshold await [`Self::check_documents`]), so the
     /// clusters come out the same. Signature verification depends on the order within each
     /// bucket and is refused.
     pub fn offer_pairs(&mut self, pairs: &[(u32, u32)]) -> Result<()> {
@@ -568,8 +570,9 @@ impl LshIndex {
         Ok(())
     }
 
-    /// Joins pairs of documents (after the caller's exact check).
-    pub fn union_pairs(&mut self, pairs: &[(u32, u32)]) -> Result<()> {
+    /// Joins pairs of documents (in the tests, after their own exact check).
+    #[cfg(test)]
+    fn union_pairs(&mut self, pairs: &[(u32, u32)]) -> Result<()> {
         self.seal()?;
         for &(a, b) in pairs {
             if a as usize >= self.n || b as usize >= self.n {
