@@ -168,7 +168,7 @@ impl Drop for SetFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text::Offsets;
+    use crate::text::{column_parts, Offsets};
 
     #[test]
     fn jaccard_of_sorted_sets() {
@@ -187,16 +187,6 @@ mod tests {
             "something else entirely, with no words in common at all here",
             "the cat sat on the mat and then the cat sat on the hat",
         ];
-        // An Arrow string column of `texts`: offsets and data.
-        let column_of = |texts: &[&str]| {
-            let mut offsets = vec![0i32];
-            let mut data = Vec::new();
-            for t in texts {
-                data.extend_from_slice(t.as_bytes());
-                offsets.push(data.len() as i32);
-            }
-            (offsets, data)
-        };
         let config = ShingleConfig::default();
         let expected_set = |t: &str| shingle_set(&mut Shingler::default(), t, &config);
         let dir = tempfile::tempdir().unwrap();
@@ -204,7 +194,7 @@ mod tests {
         let mut file = SetFile::create(&path).unwrap();
         // Two slices, as the caller adds them.
         for slice in [&texts[..2], &texts[2..]] {
-            let (offsets, data) = column_of(slice);
+            let (offsets, data) = column_parts::<i32>(slice);
             let column = StrColumn::new(Offsets::I32(&offsets), &data).unwrap();
             file.append(&column, &config).unwrap();
         }

@@ -273,20 +273,10 @@ impl DecontIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text::Offsets;
-
-    fn column_of(texts: &[&str]) -> (Vec<i64>, Vec<u8>) {
-        let mut offsets = vec![0i64];
-        let mut data = Vec::new();
-        for t in texts {
-            data.extend_from_slice(t.as_bytes());
-            offsets.push(data.len() as i64);
-        }
-        (offsets, data)
-    }
+    use crate::text::{column_parts, Offsets};
 
     fn index_of(n: usize, min_words: usize, records: &[&str]) -> (DecontIndex, AddCounts) {
-        let (offsets, data) = column_of(records);
+        let (offsets, data) = column_parts::<i64>(records);
         let column = StrColumn::new(Offsets::I64(&offsets), &data).unwrap();
         let mut index = DecontIndex::new(n, min_words).unwrap();
         let counts = index.add(0, &column);

@@ -250,12 +250,7 @@ mod tests {
             .collect();
         let mut texts: Vec<&str> = owned.iter().map(|s| s.as_str()).collect();
         texts.insert(5, "");
-        let mut data = Vec::new();
-        let mut offsets = vec![0i32];
-        for t in &texts {
-            data.extend_from_slice(t.as_bytes());
-            offsets.push(data.len() as i32);
-        }
+        let (offsets, data) = crate::text::column_parts::<i32>(&texts);
         let column = StrColumn::new(Offsets::I32(&offsets), &data).unwrap();
         let mut expected = Vec::new();
         let mut bounds = vec![0i64];

@@ -333,12 +333,7 @@ mod tests {
     #[test]
     fn columns_keep_row_order() {
         let texts = ["B\nb", "", "Ça, va"];
-        let mut data = Vec::new();
-        let mut offsets = vec![0i32];
-        for t in texts.iter().cycle().take(300) {
-            data.extend_from_slice(t.as_bytes());
-            offsets.push(data.len() as i32);
-        }
+        let (offsets, data) = crate::text::column_parts::<i32>(texts.iter().cycle().take(300));
         let column = StrColumn::new(super::super::Offsets::I32(&offsets), &data).unwrap();
         let out = prepare_column(&column, None, "\n");
         assert_eq!(out.offsets.len(), 301);

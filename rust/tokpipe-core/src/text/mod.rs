@@ -83,6 +83,23 @@ pub enum Offsets<'a> {
     I64(&'a [i64]),
 }
 
+/// The offsets (`i32` for a `string` column, `i64` for a `large_string` one) and data of a
+/// string column holding `texts`, in order: the parts the tests build their columns from.
+#[cfg(test)]
+pub(crate) fn column_parts<O>(texts: impl IntoIterator<Item = impl AsRef<str>>) -> (Vec<O>, Vec<u8>)
+where
+    O: TryFrom<usize>,
+    O::Error: std::fmt::Debug,
+{
+    let mut offsets = vec![O::try_from(0).unwrap()];
+    let mut data = Vec::new();
+    for text in texts {
+        data.extend_from_slice(text.as_ref().as_bytes());
+        offsets.push(O::try_from(data.len()).unwrap());
+    }
+    (offsets, data)
+}
+
 impl<'a> StrColumn<'a> {
     pub fn new(offsets: Offsets<'a>, data: &'a [u8]) -> Result<Self> {
         let column = StrColumn { offsets, data };
