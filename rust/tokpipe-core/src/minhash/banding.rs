@@ -45,7 +45,7 @@
 //! clusters are a function of the signatures alone: the same for any number of workers and
 //! any memory budget.
 //!
-//! (Over 500 lines: 244 of them are its unit tests; the rest is one external-memory algorithm,
+//! (Over 500 lines: 367 of them are its unit tests; the rest is one external-memory algorithm,
 //! [`LshIndex`], whose spilling, k-way merge and verified joins share its buffers, sorted runs and
 //! union-find.)
 
