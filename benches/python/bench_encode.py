@@ -29,8 +29,10 @@ the largest thread count, since some libraries size them at first use. MB/s coun
 returns each library's native id container (see "Calls measured"); the
 conversion needed to compare ids happens outside the timing. gigatoken's
 native container is a numpy array (a flat buffer: no Python object per id),
-the others' a list of ints; `gigatoken-list` is gigatoken returning lists,
-the same container as tokpipe and tiktoken, and is the like-for-like row.
+the others' a list of ints. Two rows compare like with like: `gigatoken-list`
+is gigatoken returning lists (the container of tokpipe and tiktoken), and
+`tokpipe-numpy` (doc mode only) is tokpipe returning a numpy array
+(`encode_to_numpy`), the container of the `gigatoken` row.
 
 Correctness: before the doc runs, one untimed pass compares every
 encoder's ids with tiktoken's, document by document (tiktoken is the
@@ -80,7 +82,7 @@ import _corpus  # noqa: E402
 VOCAB_DIR = _corpus.VOCAB_DIR
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tokpipe-bench"
 PACKAGES = ("tokpipe", "tiktoken", "tokenizers", "gigatoken", "tokie", "bpe-openai", "numpy", "awkward")
-ENCODER_NAMES = ("tiktoken", "tokpipe", "tokpipe-arrow", "hf-tokenizers", "gigatoken", "gigatoken-list", "tokie",
+ENCODER_NAMES = ("tiktoken", "tokpipe", "tokpipe-numpy", "tokpipe-arrow", "hf-tokenizers", "gigatoken", "gigatoken-list", "tokie",
                  "bpe-openai")
 VOCAB_NAMES = ("cl100k", "o200k", "gpt2")
 WARMUP = "Warm-up: hello world, 12345 tokens; 中文 ok.\n"
@@ -261,6 +263,7 @@ class Encoder:
     doc_api = ""
     batch_api = ""
     has_doc = True  # False: a batch-only entry, left out of doc mode
+    has_batch = True  # False: a doc-only entry, left out of batch mode
 
     def prepare(self, texts):
         """The batch call's input, built from the list of texts outside the timing."""
@@ -329,6 +332,19 @@ class Tokpipe(Encoder):
 
     def batch(self, inst, threads):
         return lambda texts: inst.encode_batch(texts, num_threads=threads)
+
+
+class TokpipeNumpy(Tokpipe):
+    """tokpipe returning a numpy ``uint32`` array, the container gigatoken's `encode` returns,
+    so that the one-document loop compares the same work with the `gigatoken` row."""
+
+    name = "tokpipe-numpy"
+    doc_api = "Tokenizer.encode_to_numpy(text) -> numpy uint32"
+    batch_api = "(doc only)"
+    has_batch = False
+
+    def doc(self, inst):
+        return inst.encode_to_numpy
 
 
 class TokpipeArrow(Tokpipe):
@@ -470,7 +486,7 @@ class BpeOpenai(Encoder):
         return lambda texts: inst.encode_ordinary_batch(texts, num_threads=threads)
 
 
-ENCODERS = {e.name: e for e in (Tiktoken(), Tokpipe(), TokpipeArrow(), HFTokenizers(), Gigatoken(), GigatokenList(), Tokie(),
+ENCODERS = {e.name: e for e in (Tiktoken(), Tokpipe(), TokpipeNumpy(), TokpipeArrow(), HFTokenizers(), Gigatoken(), GigatokenList(), Tokie(),
                                         BpeOpenai())}
 
 
@@ -699,7 +715,7 @@ def main(argv=None):
         for mode, t in plan:
             pin_cpus(t)
             for enc in active:
-                if mode == "doc" and not enc.has_doc:
+                if (mode == "doc" and not enc.has_doc) or (mode == "batch" and not enc.has_batch):
                     continue
                 log(f"   {vname} {mode} T={t} {enc.name} ...")
                 try:

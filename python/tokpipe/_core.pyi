@@ -4,6 +4,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 __version__: str
 
 class OwnedBuffer:
@@ -32,6 +35,9 @@ class Tokenizer:
     def encode(
         self, text: str, allowed_special: str | Iterable[str] | None = None, add_special_tokens: bool = False
     ) -> list[int]: ...
+    def encode_to_numpy(
+        self, text: str, allowed_special: str | Iterable[str] | None = None, add_special_tokens: bool = False
+    ) -> npt.NDArray[np.uint32]: ...
     def encode_batch(
         self, texts: list[str], num_threads: int | None = None, allowed_special: str | Iterable[str] | None = None,
         add_special_tokens: bool = False,

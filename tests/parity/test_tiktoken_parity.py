@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,6 +41,21 @@ def test_every_document_encodes_like_tiktoken(name: str, documents: list[tuple[s
         got = tok.encode(text)
         assert got == expected, f"{name}: ids differ on {doc_name}"
         assert tok.decode(got) == text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_encode_to_numpy_matches_tiktoken(name: str, documents: list[tuple[str, str]]) -> None:
+    ref, tok = tiktoken_encoding(name), ours(name)
+    for doc_name, text in documents:
+        expected = ref.encode_to_numpy(text, disallowed_special=())
+        got = tok.encode_to_numpy(text)
+        assert got.dtype == expected.dtype == np.uint32, doc_name
+        assert np.array_equal(got, expected), f"{name}: ids differ on {doc_name}"
+    special = sorted(ref.special_tokens_set)[0]
+    mixed = f"one {special} two"
+    expected = ref.encode_to_numpy(mixed, allowed_special="all")
+    assert np.array_equal(tok.encode_to_numpy(mixed, allowed_special="all"), expected)
+    assert tok.encode_to_numpy("").shape == (0,)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -4,6 +4,7 @@ use crate::arrow_c::ArrowStrings;
 use crate::errors::{self, IntoPyResult};
 use crate::gate;
 use crate::ids::{self, IdObjects};
+use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -37,6 +38,26 @@ impl PyTokenizer {
     pub fn new(inner: tokpipe_core::Tokenizer) -> Self {
         let ids = IdObjects::new(inner.vocab_size());
         PyTokenizer { inner, ids }
+    }
+
+    /// One text's ids, the GIL released only for a text long enough to repay it.
+    fn encode_one(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<u32>> {
+        let allowed = parse_allowed_special(allowed_special)?;
+        if text.len() < DETACH_BYTES {
+            self.inner
+                .encode_with(text, &allowed, add_special_tokens)
+                .py()
+        } else {
+            gate::enter(py, || {
+                self.inner.encode_with(text, &allowed, add_special_tokens)
+            })
+        }
     }
 }
 
@@ -185,17 +206,22 @@ impl PyTokenizer {
         allowed_special: Option<&Bound<'_, PyAny>>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let allowed = parse_allowed_special(allowed_special)?;
-        let ids = if text.len() < DETACH_BYTES {
-            self.inner
-                .encode_with(&text, &allowed, add_special_tokens)
-                .py()?
-        } else {
-            gate::enter(py, || {
-                self.inner.encode_with(&text, &allowed, add_special_tokens)
-            })?
-        };
+        let ids = self.encode_one(py, &text, allowed_special, add_special_tokens)?;
         self.ids.list(py, &ids)
+    }
+
+    // The same ids as `encode`, in a numpy uint32 array (tiktoken's `encode_to_numpy`): one
+    // copy of the ids, where a list costs an object reference per id.
+    #[pyo3(signature = (text, allowed_special=None, add_special_tokens=false))]
+    fn encode_to_numpy<'py>(
+        &self,
+        py: Python<'py>,
+        text: PyBackedStr,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+        add_special_tokens: bool,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let ids = self.encode_one(py, &text, allowed_special, add_special_tokens)?;
+        Ok(PyArray1::from_slice(py, &ids))
     }
 
     #[pyo3(signature = (texts, num_threads=None, allowed_special=None, add_special_tokens=false))]
