@@ -14,7 +14,16 @@
 //!   map below.
 //! - The table has a fixed size ([`BUCKETS`] buckets of two 32-byte slots, one cache line a
 //!   bucket: 16 MiB a thread) and never grows: a new entry takes the bucket's first slot and
-//!   moves the previous one to the second, dropping the older. Why 16 MiB: 20 MB of English
+//!   moves the previous one to the second; the older one moves to the second slot of the
+//!   neighbour bucket (`bucket ^ 1`), dropping the entry there. A probe reads its own bucket
+//!   only; a miss also requests the neighbour's line, and when the batch of misses is resolved
+//!   an entry found there is swapped back to the front of its own bucket instead of being
+//!   merged again. Why: 193,000 distinct pieces in 262,144 two-slot buckets leave thousands of
+//!   buckets with three or more, whose pieces kept pushing each other out, so a second pass
+//!   over the same 20 MB of English still met about 30,000 misses; with the neighbour about
+//!   19,000 of them are answered from there (11,000 left), and a warm pass runs 5-10% faster
+//!   (benches/RESULTS.md, "Sixth step"); the first pass, which writes the neighbour's line
+//!   too, measured the same. Why 16 MiB: 20 MB of English
 //!   has about 190,000 distinct pieces, and a table of 2 MiB (131,072 slots) kept evicting
 //!   the frequent ones, so that a tokenizer encoding that text a second time still met about
 //!   235,000 misses (the first time, 255,000). At 16 MiB the second time meets about 30,000,
@@ -193,6 +202,28 @@ impl PieceCache {
         Probe::Hit
     }
 
+    /// The ids of `key` under `model` (`NONE` past the last) when the neighbour of bucket
+    /// `bucket`, where [`PieceCache::put_in`] moves a bucket's older entries, holds them; the
+    /// entry is then swapped to the front of `bucket` (both buckets keep their entries, in a
+    /// new order), so that the piece's next probe is answered by the chunk's fast path.
+    pub(super) fn take_from_neighbour(
+        &mut self,
+        bucket: usize,
+        model: u32,
+        key: u128,
+    ) -> Option<[u32; MAX_IDS]> {
+        let neighbour = bucket ^ 1;
+        let at = self.buckets[neighbour]
+            .0
+            .iter()
+            .position(|slot| slot.key == key && slot.model == model && slot.ids[0] != IN_LONG)?;
+        let found = self.buckets[neighbour].0[at];
+        let [first, second] = self.buckets[bucket].0;
+        self.buckets[neighbour].0[at] = second;
+        self.buckets[bucket].0 = [found, first];
+        Some(found.ids)
+    }
+
     /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
     #[cfg(test)]
     pub(super) fn put(&mut self, model: u32, key: u128, ids: &[u32]) {
@@ -208,9 +239,13 @@ impl PieceCache {
         slot.key = key;
         slot.model = model;
         slot.ids[..ids.len()].copy_from_slice(ids);
-        let bucket = &mut self.buckets[bucket];
-        bucket.0[1] = bucket.0[0];
-        bucket.0[0] = slot;
+        // The bucket's older entry moves to the second slot of the neighbour bucket instead
+        // of being dropped, evicting that one's older entry: see the module's notes.
+        let [first, second] = self.buckets[bucket].0;
+        self.buckets[bucket].0 = [slot, first];
+        if second.key != 0 {
+            self.buckets[bucket ^ 1].0[1] = second;
+        }
     }
 
     /// Appends the cached ids of a long piece under `model` to `out`; false on a miss.
@@ -421,5 +456,47 @@ pub(super) mod tests {
         let last = 4 * BUCKETS as u32 - 1;
         assert!(cache.get(7, key_of(format!("w{last}").as_bytes()), &mut out));
         assert_eq!(out, [last]);
+    }
+
+    #[test]
+    fn an_entry_pushed_out_of_its_bucket_waits_in_the_neighbour_and_comes_back_to_the_front() {
+        let mut cache = PieceCache::new();
+        // Four pieces of one bucket, put oldest first: the oldest two leave the bucket.
+        let mut same = (0u32..)
+            .map(|i| key_of(format!("p{i}").as_bytes()))
+            .filter(|&key| PieceCache::bucket(key) == 40);
+        let keys: Vec<u128> = same.by_ref().take(4).collect();
+        for (i, &key) in keys.iter().enumerate() {
+            cache.put(7, key, &[i as u32, 100]);
+        }
+        let mut out = Vec::new();
+        for &key in &keys[..2] {
+            assert_eq!(cache.ids_in(40, 7, key), None);
+            assert_eq!(cache.get_in(40, 7, key, &mut out), Probe::Miss);
+        }
+        // The neighbour keeps the newer of the two (its second slot), never another model's.
+        assert_eq!(cache.take_from_neighbour(40, 7, keys[0]), None);
+        assert_eq!(cache.take_from_neighbour(40, 8, keys[1]), None);
+        assert_eq!(
+            cache.take_from_neighbour(40, 7, keys[1]),
+            Some([1, 100, NONE])
+        );
+        // Now at the front of its bucket, and the bucket's entries are all still cached.
+        assert_eq!(cache.ids_in(40, 7, keys[1]), Some(&[1, 100, NONE]));
+        assert_eq!(cache.ids_in(40, 7, keys[3]), Some(&[3, 100, NONE]));
+        assert_eq!(
+            cache.take_from_neighbour(40, 7, keys[2]),
+            Some([2, 100, NONE])
+        );
+        // A piece of the neighbour bucket itself keeps its own first slot.
+        let theirs = (0u32..)
+            .map(|i| key_of(format!("q{i}").as_bytes()))
+            .find(|&key| PieceCache::bucket(key) == 41)
+            .unwrap();
+        cache.put(7, theirs, &[9]);
+        for &key in &keys {
+            cache.put(7, key, &[5]);
+        }
+        assert_eq!(cache.ids_in(41, 7, theirs), Some(&[9, NONE, NONE]));
     }
 }

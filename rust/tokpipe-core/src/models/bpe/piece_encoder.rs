@@ -208,6 +208,15 @@ impl Merging {
         false
     }
 
+    /// Records ids found in the cache (`NONE` past the last), as the merge loop's result.
+    fn set_ids(&mut self, ids: &[u32; MAX_IDS]) {
+        let n = ids.iter().take_while(|&&id| id != NONE).count();
+        self.syms[..n].copy_from_slice(&ids[..n]);
+        self.n = n;
+        self.token = NO_TOKEN;
+        self.refresh = usize::MAX;
+    }
+
     /// The piece's ids.
     fn ids(&self) -> &[u32] {
         if self.token != NO_TOKEN {
@@ -377,6 +386,7 @@ impl<'t> Batch<'t> {
             None => {
                 if p.key != 0 {
                     model.short_tokens.prefetch(p.key);
+                    cache.prefetch(p.bucket ^ 1);
                 }
                 self.misses[self.n_misses] = p;
                 self.n_misses += 1;
@@ -408,7 +418,17 @@ impl<'t> Batch<'t> {
         }
         let mut active = [0u8; BATCH];
         let mut n_active = 0;
+        // Misses the neighbour bucket answers (its line was requested with the miss) take
+        // their ids from there and are not remembered again.
+        let mut found = [false; BATCH];
         for (k, p) in misses.iter().enumerate() {
+            if p.key != 0 {
+                if let Some(ids) = cache.take_from_neighbour(p.bucket, model.cache_id, p.key) {
+                    states[k].set_ids(&ids);
+                    found[k] = true;
+                    continue;
+                }
+            }
             let token = if p.key != 0 {
                 model.short_tokens.get(p.key)
             } else {
@@ -449,6 +469,9 @@ impl<'t> Batch<'t> {
         debug_assert_eq!(shift, 0);
         for (k, &p) in misses.iter().enumerate() {
             let ids = states[k].ids();
+            if found[k] {
+                continue;
+            }
             if p.key != 0 {
                 remember(model, cache, p, ids);
             } else {
