@@ -24,6 +24,8 @@
 //!   read and the others merged side by side, one merge of each in turn: each merge requests
 //!   the two pairs it makes and reads them at its piece's next turn, after the other pieces'
 //!   merges, so the loads of up to a batch of pieces overlap;
+//! - a miss whose entry waits in the neighbour bucket ([`PieceCache::take_from_neighbour`];
+//!   its line is requested with the miss) takes its ids from there, not from the merge loop;
 //! - the ids after the holes move right, once, from the last hole back, the misses' ids fill
 //!   the holes, and each miss is remembered in the cache.
 //!
@@ -468,10 +470,10 @@ impl<'t> Batch<'t> {
         }
         debug_assert_eq!(shift, 0);
         for (k, &p) in misses.iter().enumerate() {
-            let ids = states[k].ids();
             if found[k] {
                 continue;
             }
+            let ids = states[k].ids();
             if p.key != 0 {
                 remember(model, cache, p, ids);
             } else {
