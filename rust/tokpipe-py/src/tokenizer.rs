@@ -7,6 +7,7 @@ use crate::ids::{self, IdObjects};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString};
 use rustc_hash::FxHashSet;
 use std::ops::ControlFlow;
@@ -220,6 +221,10 @@ impl PyTokenizer {
         allowed_special: Option<&Bound<'_, PyAny>>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        // `PyArray1` panics where numpy cannot be imported: import it first (once), so that
+        // such a failure is the ImportError it is.
+        static NUMPY: PyOnceLock<()> = PyOnceLock::new();
+        NUMPY.get_or_try_init(py, || py.import("numpy").map(drop))?;
         let ids = self.encode_one(py, &text, allowed_special, add_special_tokens)?;
         Ok(PyArray1::from_slice(py, &ids))
     }

@@ -18,7 +18,7 @@
 //!   neighbour bucket (`bucket ^ 1`), dropping the entry there. A probe reads its own bucket
 //!   only; a miss also requests the neighbour's line, and when the batch of misses is resolved
 //!   an entry found there is swapped back to the front of its own bucket instead of being
-//!   merged again. Why: 193,000 distinct pieces in 262,144 two-slot buckets leave thousands of
+//!   merged again. Why: 190,000 distinct pieces in 262,144 two-slot buckets leave thousands of
 //!   buckets with three or more, whose pieces kept pushing each other out, so a second pass
 //!   over the same 20 MB of English still met about 30,000 misses; with the neighbour about
 //!   19,000 of them are answered from there (11,000 left), and a warm pass runs 5-10% faster
@@ -482,6 +482,7 @@ pub(super) mod tests {
             Some([1, 100, NONE])
         );
         // Now at the front of its bucket, and the bucket's entries are all still cached.
+        assert_eq!(cache.buckets[40].0[0].key, keys[1]);
         assert_eq!(cache.ids_in(40, 7, keys[1]), Some(&[1, 100, NONE]));
         assert_eq!(cache.ids_in(40, 7, keys[3]), Some(&[3, 100, NONE]));
         assert_eq!(
@@ -497,6 +498,16 @@ pub(super) mod tests {
         for &key in &keys {
             cache.put(7, key, &[5]);
         }
+        assert_eq!(cache.buckets[41].0[0].key, theirs);
         assert_eq!(cache.ids_in(41, 7, theirs), Some(&[9, NONE, NONE]));
+        // A piece's mark that its ids are in the long map is not taken from the neighbour (the
+        // piece is merged again and its ids put back in the long map).
+        let marked = keys[0];
+        cache.put(7, marked, &[IN_LONG]);
+        for &key in &keys[1..3] {
+            cache.put(7, key, &[6]);
+        }
+        assert_eq!(cache.buckets[41].0[1].key, marked);
+        assert_eq!(cache.take_from_neighbour(40, 7, marked), None);
     }
 }

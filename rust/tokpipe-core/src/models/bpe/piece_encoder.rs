@@ -27,7 +27,7 @@
 //! - a miss whose entry waits in the neighbour bucket ([`PieceCache::take_from_neighbour`];
 //!   its line is requested with the miss) takes its ids from there, not from the merge loop;
 //! - the ids after the holes move right, once, from the last hole back, the misses' ids fill
-//!   the holes, and each miss is remembered in the cache.
+//!   the holes, and each miss not taken from the neighbour is remembered in the cache.
 //!
 //! Each piece's merges are those of [`BpeModel::merge_short`] in the same order (lowest
 //! priority, leftmost on ties), so the ids are the same; the tests compare them with
@@ -96,7 +96,8 @@ struct Batch<'t> {
 
 /// The merge loop of one piece of up to [`SHORT_PIECE`] bytes, a merge a turn
 /// ([`Merging::step`]). Only the first `n` symbols (and `n - 1` pairs) are meaningful; the
-/// rest is whatever an earlier piece left there.
+/// rest is whatever an earlier piece left there. A state given ids by [`Merging::set_ids`]
+/// (a piece found in the neighbour bucket) has stale pairs and is never stepped.
 #[derive(Clone, Copy)]
 pub(super) struct Merging {
     syms: [u32; SHORT_PIECE],
@@ -403,7 +404,8 @@ impl<'t> Batch<'t> {
     }
 
     /// Encodes the batch's misses (whole tokens, else their merges side by side), writes their
-    /// ids into their holes and remembers them in the cache.
+    /// ids into their holes and remembers them in the cache (but those the neighbour bucket
+    /// held, which are back in their own).
     fn resolve(
         &mut self,
         model: &BpeModel,
