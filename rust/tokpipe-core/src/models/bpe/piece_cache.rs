@@ -99,6 +99,31 @@ struct Slot {
     ids: [u32; MAX_IDS],
 }
 
+impl Slot {
+    /// Whether this slot is the entry of `key` under `model`.
+    #[inline(always)]
+    fn holds(&self, model: u32, key: u128) -> bool {
+        self.key == key && self.model == model
+    }
+}
+
+/// How many ids a slot's `ids` hold (1 to [`MAX_IDS`], `NONE` past the last), counted
+/// without a branch.
+#[inline(always)]
+pub(super) fn id_count(ids: &[u32; MAX_IDS]) -> usize {
+    1 + ids[1..]
+        .iter()
+        .map(|&id| (id != NONE) as usize)
+        .sum::<usize>()
+}
+
+/// The bucket whose second slot takes the entries that bucket `bucket` moves out (the other
+/// bucket of its 128-byte pair).
+#[inline(always)]
+fn neighbour(bucket: usize) -> usize {
+    bucket ^ 1
+}
+
 const EMPTY: Slot = Slot {
     key: 0,
     model: 0,
@@ -160,6 +185,13 @@ impl PieceCache {
         super::huge_table::prefetch(&self.buckets[bucket]);
     }
 
+    /// [`PieceCache::prefetch`] of the bucket where bucket `bucket`'s older entries wait, for
+    /// [`PieceCache::take_from_neighbour`].
+    #[inline(always)]
+    pub(super) fn prefetch_neighbour(&self, bucket: usize) {
+        self.prefetch(neighbour(bucket));
+    }
+
     /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
     #[cfg(test)]
     pub(super) fn get(&self, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
@@ -172,7 +204,7 @@ impl PieceCache {
         self.buckets[bucket]
             .0
             .iter()
-            .find(|slot| slot.key == key && slot.model == model)
+            .find(|slot| slot.holds(model, key))
     }
 
     /// The ids of `key` (of bucket `bucket`) under `model` when its slot holds them (`NONE`
@@ -193,12 +225,7 @@ impl PieceCache {
         if slot.ids[0] == IN_LONG {
             return Probe::Long;
         }
-        let n = slot
-            .ids
-            .iter()
-            .position(|&id| id == NONE)
-            .unwrap_or(MAX_IDS);
-        out.extend_from_slice(&slot.ids[..n]);
+        out.extend_from_slice(&slot.ids[..id_count(&slot.ids)]);
         Probe::Hit
     }
 
@@ -212,11 +239,11 @@ impl PieceCache {
         model: u32,
         key: u128,
     ) -> Option<[u32; MAX_IDS]> {
-        let neighbour = bucket ^ 1;
+        let neighbour = neighbour(bucket);
         let at = self.buckets[neighbour]
             .0
             .iter()
-            .position(|slot| slot.key == key && slot.model == model && slot.ids[0] != IN_LONG)?;
+            .position(|slot| slot.holds(model, key) && slot.ids[0] != IN_LONG)?;
         let found = self.buckets[neighbour].0[at];
         let [first, second] = self.buckets[bucket].0;
         self.buckets[neighbour].0[at] = second;
@@ -244,7 +271,7 @@ impl PieceCache {
         let [first, second] = self.buckets[bucket].0;
         self.buckets[bucket].0 = [slot, first];
         if second.key != 0 {
-            self.buckets[bucket ^ 1].0[1] = second;
+            self.buckets[neighbour(bucket)].0[1] = second;
         }
     }
 

@@ -40,7 +40,7 @@
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
 use super::piece_cache::{
-    key_of, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE, NONE,
+    id_count, key_of, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE,
 };
 use std::cell::RefCell;
 
@@ -213,7 +213,7 @@ impl Merging {
 
     /// Records ids found in the cache (`NONE` past the last), as the merge loop's result.
     fn set_ids(&mut self, ids: &[u32; MAX_IDS]) {
-        let n = ids.iter().take_while(|&&id| id != NONE).count();
+        let n = id_count(ids);
         self.syms[..n].copy_from_slice(&ids[..n]);
         self.n = n;
         self.token = NO_TOKEN;
@@ -347,10 +347,7 @@ fn push_slot(out: &mut Vec<u32>, ids: &[u32; MAX_IDS]) {
     // text), not by a chunk's worst case, which would reallocate most documents.
     out.reserve(MAX_IDS);
     let len = out.len();
-    let count = 1 + ids[1..]
-        .iter()
-        .map(|&id| (id != NONE) as usize)
-        .sum::<usize>();
+    let count = id_count(ids);
     // SAFETY: `reserve` left room for `MAX_IDS` ids past `len`; the first `count` of them are
     // the slot's ids.
     unsafe {
@@ -389,7 +386,7 @@ impl<'t> Batch<'t> {
             None => {
                 if p.key != 0 {
                     model.short_tokens.prefetch(p.key);
-                    cache.prefetch(p.bucket ^ 1);
+                    cache.prefetch_neighbour(p.bucket);
                 }
                 self.misses[self.n_misses] = p;
                 self.n_misses += 1;
