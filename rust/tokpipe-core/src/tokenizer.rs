@@ -449,7 +449,7 @@ impl Tokenizer {
         };
         // Through this thread's piece cache: repeated words skip the vocabulary lookup and the
         // merge loop, with the same ids.
-        model.with_piece_cache(out, |pieces| {
+        model.with_piece_cache(text.as_bytes(), out, |pieces| {
             self.pre
                 .split(text, |piece| pieces.encode(piece.as_bytes()))
         })

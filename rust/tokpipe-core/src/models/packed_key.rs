@@ -44,6 +44,53 @@ pub(crate) fn key_of(p: &[u8]) -> u128 {
     lo as u128 | (hi as u128) << 64 | (n as u128) << 120
 }
 
+/// Per length (0 to 16, 16 standing for any longer), the bytes of a 16-byte load that belong
+/// to a piece of that length, and its length tag: none for lengths 0 and 16, whose key is 0.
+static LOAD_MASK: [u128; 17] = {
+    let mut t = [0u128; 17];
+    let mut n = 1;
+    while n <= MAX_PACKED {
+        t[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    t
+};
+static LENGTH_TAG: [u128; 17] = {
+    let mut t = [0u128; 17];
+    let mut n = 1;
+    while n <= MAX_PACKED {
+        t[n] = (n as u128) << 120;
+        n += 1;
+    }
+    t
+};
+
+/// The [`key_of`] key of `piece` if it has 1 to [`MAX_PACKED`] bytes, else 0, for a piece that
+/// is a slice of `text` (any other piece gets its key too, the slow way).
+///
+/// Why: the pieces of a text have random lengths, and [`key_of`]'s branches on the length
+/// mispredict often. Where 16 bytes of `text` follow the piece's start (all but its last 15
+/// bytes), the key is one 16-byte load from `text` masked to the piece's length, with no
+/// branch on the length. The load is made through `text`, so it never reads outside it.
+#[inline(always)]
+pub(crate) fn key_within(text: &[u8], piece: &[u8]) -> u128 {
+    let n = piece.len();
+    // The piece's offset in `text`; a piece that is not in `text` wraps past its end.
+    let at = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    if text.len() >= 16 && at <= text.len() - 16 {
+        // SAFETY: bytes `at..at + 16` are inside `text`. They are the piece's bytes and the
+        // ones after it, as the piece starts at the same address.
+        let word = unsafe { text.as_ptr().add(at).cast::<u128>().read_unaligned() };
+        let i = n.min(16);
+        return u128::from_le(word) & LOAD_MASK[i] | LENGTH_TAG[i];
+    }
+    if (1..=MAX_PACKED).contains(&n) {
+        key_of(piece)
+    } else {
+        0
+    }
+}
+
 /// A hash of a [`key_of`] key whose high bits are the ones to index a table with.
 #[inline(always)]
 pub(crate) fn hash_key(key: u128) -> u64 {
@@ -52,4 +99,36 @@ pub(crate) fn hash_key(key: u128) -> u64 {
     let m = (lo ^ 0x243F_6A88_85A3_08D3) as u128 * (hi ^ 0x1319_8A2E_0370_7344) as u128;
     let h = (m as u64) ^ ((m >> 64) as u64);
     h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_read_from_the_text_is_the_key_of_the_piece_at_every_offset_and_length() {
+        // Bytes of every value, so that a mask one byte too wide changes the key.
+        let text: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(37) | 0x80).collect();
+        for len in 0..text.len() {
+            let text = &text[..len];
+            for start in 0..=len {
+                for end in start..=len {
+                    let piece = &text[start..end];
+                    let want = match piece.len() {
+                        1..=MAX_PACKED => key_of(piece),
+                        _ => 0,
+                    };
+                    assert_eq!(key_within(text, piece), want, "{len} {start}..{end}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_piece_outside_the_text_still_gets_its_own_key() {
+        let text = vec![b'a'; 40];
+        let other = b"the quick fox".to_vec();
+        assert_eq!(key_within(&text, &other), key_of(&other));
+        assert_eq!(key_within(&text, &other[..0]), 0);
+    }
 }

@@ -353,15 +353,17 @@ impl BpeModel {
     /// through this thread's piece cache (module `piece_cache`): the same ids as
     /// [`BpeModel::encode_piece`] on each piece in turn, for a whole document's pieces at the
     /// cost of one thread-local access. Every piece given to the encoder is in `out` when this
-    /// returns.
+    /// returns. The pieces are expected to be slices of `text`, whose bytes give their cache
+    /// keys the fast way; another piece gets the same ids, a little slower.
     #[inline]
     pub fn with_piece_cache<'t, R>(
         &self,
+        text: &'t [u8],
         out: &mut Vec<u32>,
         f: impl FnOnce(&mut PieceEncoder<'_, '_, '_, 't>) -> R,
     ) -> R {
         let run = |cache: Option<(&mut PieceCache, &mut Scratch)>| {
-            let mut encoder = PieceEncoder::new(self, cache, out);
+            let mut encoder = PieceEncoder::new(self, text, cache, out);
             let result = f(&mut encoder);
             encoder.flush();
             result

@@ -7,8 +7,9 @@
 //! skips both.
 //!
 //! Design:
-//! - Keys are the piece's bytes packed into a `u128` (pieces of 2 to [`MAX_PIECE`] bytes, the
-//!   length in the top byte so that no two pieces share a key); single bytes are not cached.
+//! - Keys are the piece's bytes packed into a `u128` (pieces of 1 to [`MAX_PIECE`] bytes, the
+//!   length in the top byte so that no two pieces share a key). Single bytes are cached too,
+//!   though their ids are one table load away: see `piece_encoder` for why.
 //!   Comparing a key is one 16-byte compare, with no pointer to follow.
 //! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more goes to the second
 //!   map below.
@@ -53,7 +54,7 @@
 //! neighbour buckets and long map share its memory bound.)
 
 use super::huge_table::HugeTable;
-pub(super) use crate::models::packed_key::{hash_key, key_of};
+pub(super) use crate::models::packed_key::{hash_key, key_of, key_within};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 
@@ -218,7 +219,6 @@ impl PieceCache {
             .filter(|slot| slot.ids[0] != IN_LONG)
             .map(|slot| &slot.ids)
     }
-
     /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
     #[inline(always)]
     pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> Probe {

@@ -12,12 +12,18 @@
 //! - the scanner's pieces are gathered in chunks of [`CHUNK`]; a chunk is run in two tight
 //!   loops: the first computes each piece's key and requests its cache bucket from memory, the
 //!   second probes them in order (so the loads of a chunk overlap, and neither loop carries
-//!   the scanner's state). An earlier design probed each bucket 16 pieces after its request,
+//!   the scanner's state). The first loop has no branch on a piece's length: a key is one
+//!   16-byte load from the text, masked to the piece ([`key_within`]), and single bytes have
+//!   keys and cache entries like longer pieces. Branching on the length (to skip single
+//!   bytes, and in [`super::piece_cache::key_of`]) mispredicted on most pieces, whose lengths
+//!   are random: without those branches a second pass over 20 MB of English ran 136-143
+//!   MB/s against 123-127, and a fresh tokenizer 80-85 against 74-79 (a Rust-only driver,
+//!   cl100k, builds alternating; benches/RESULTS.md, "Seventh step"). An earlier design probed each bucket 16 pieces after its request,
 //!   inside the scanner's loop: one loop doing both was 1% to 24% slower in six alternations
 //!   of a Rust-only driver (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x
 //!   slower on a second pass over the same text (benches/RESULTS.md, "Fifth step");
-//! - a hit's ids are copied from its slot, a whole slot at a time (no branch on their count),
-//!   and a single byte's id is read from the byte table; a miss leaves a hole in the output
+//! - a hit's ids are copied from its slot, a whole slot at a time (no branch on their count);
+//!   a miss leaves a hole in the output
 //!   (its position) and joins the batch of distinct misses, its whole-token slot requested;
 //! - when the batch holds [`BATCH`] misses (about 3% of English pieces are misses, so a batch
 //!   spans hundreds of pieces), or [`HOLES`] holes, or the text ends, its whole tokens are
@@ -40,7 +46,7 @@
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
 use super::piece_cache::{
-    id_count, key_of, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE,
+    id_count, key_within, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE,
 };
 use std::cell::RefCell;
 
@@ -56,7 +62,7 @@ const BATCH: usize = 16;
 /// Misses (repeats included) waiting for their ids, at most.
 const HOLES: usize = 64;
 
-/// A piece waiting for its ids: its bytes, and for a piece of 2 to `MAX_PIECE` bytes its key
+/// A piece waiting for its ids: its bytes, and for a piece of 1 to `MAX_PIECE` bytes its key
 /// and cache bucket (key 0 for the others, which take the uncached or long-map path).
 #[derive(Clone, Copy)]
 struct Pending<'t> {
@@ -75,6 +81,8 @@ const NO_PENDING: Pending<'static> = Pending {
 /// when there is one; see [`BpeModel::with_piece_cache`] and the module's notes.
 pub struct PieceEncoder<'m, 'c, 'o, 't> {
     model: &'m BpeModel,
+    /// The text whose pieces are encoded (their keys are read from it, [`key_within`]).
+    text: &'t [u8],
     cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
     out: &'o mut Vec<u32>,
     /// The pieces received since the last chunk was run, in order.
@@ -245,11 +253,13 @@ fn long_in_batch(piece: &[u8]) -> bool {
 impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
     pub(super) fn new(
         model: &'m BpeModel,
+        text: &'t [u8],
         cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
         out: &'o mut Vec<u32>,
     ) -> Self {
         PieceEncoder {
             model,
+            text,
             cache,
             out,
             chunk: [&[]; CHUNK],
@@ -304,14 +314,14 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         let pieces = &self.chunk[..n];
         let mut keys = [0u128; CHUNK];
         let mut buckets = [0u32; CHUNK];
+        // No branch on a piece's length here: a key of 0 (a piece too long for a key) requests
+        // a bucket it never probes.
         for (j, piece) in pieces.iter().enumerate() {
-            if (2..=MAX_PIECE).contains(&piece.len()) {
-                let key = key_of(piece);
-                let bucket = PieceCache::bucket(key);
-                cache.prefetch(bucket);
-                keys[j] = key;
-                buckets[j] = bucket as u32;
-            }
+            let key = key_within(self.text, piece);
+            let bucket = PieceCache::bucket(key);
+            cache.prefetch(bucket);
+            keys[j] = key;
+            buckets[j] = bucket as u32;
         }
         let out = &mut *self.out;
         let id = model.cache_id;
@@ -322,12 +332,6 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
                     push_slot(out, ids);
                     continue;
                 }
-            } else if let &[byte] = piece {
-                let id = model.byte_ids[byte as usize];
-                if id != NO_TOKEN {
-                    out.push(id);
-                }
-                continue;
             }
             let pending = Pending {
                 piece,
@@ -483,7 +487,7 @@ impl<'t> Batch<'t> {
 }
 
 /// [`BpeModel::encode_piece`] for a byte-level model through `cache`, one piece at a time: a
-/// piece of 2 to `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one
+/// piece of 1 to `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one
 /// in the long map, and the ids of a miss are remembered.
 #[inline(always)]
 fn encode_pending(
@@ -631,6 +635,41 @@ mod tests {
                     let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
                     assert!(got == uncached(tok, &text), "case {case}: {text:?}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_byte_that_is_no_token_stays_without_ids_on_every_pass() {
+        // Single bytes have cache entries; one whose byte is no token encodes to no ids, which
+        // no entry holds, so it is a miss each time and must still give nothing (as the
+        // uncached loop does), in a chunk's middle and at a text's end (the keys of the last
+        // 15 bytes are read the slow way).
+        use crate::pre_tokenizers::PreTokenizer;
+        use crate::tokenizer::Tokenizer;
+        let mut ranks: Vec<(Vec<u8>, u32)> = (0..=255u8)
+            .filter(|b| !b"!q".contains(b))
+            .map(|b| vec![b])
+            .zip(0..)
+            .collect();
+        for token in [&b"th"[..], b"he", b"the", b" the", b"!!"] {
+            let id = ranks.len() as u32;
+            ranks.push((token.to_vec(), id));
+        }
+        let model = BpeModel::from_ranks(ranks, "test").unwrap();
+        let tok = Tokenizer::new(PreTokenizer::new("cl100k").unwrap(), model, vec![]).unwrap();
+        let body = " the q, the! q the !! q".repeat(CHUNK / 4);
+        for text in [
+            body.clone(),
+            format!("{body} q"),
+            "!".to_string(),
+            "q!".to_string(),
+        ] {
+            let want = uncached(&tok, &text);
+            assert!(!want.is_empty() || text.len() < 3);
+            for pass in 0..3 {
+                let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                assert_eq!(got, want, "pass {pass}: {text:?}");
             }
         }
     }
