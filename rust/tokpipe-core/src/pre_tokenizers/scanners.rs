@@ -407,7 +407,8 @@ pub fn cl100k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
 fn cl100k_piece(b: &[u8], i: usize) -> usize {
     let x = b[i];
     // The commonest piece of English, a space and an ASCII word, goes straight to the word's
-    // end: 7-8% more MB/s of the scanner alone on English (benches/RESULTS.md, "Seventh step").
+    // end: the scanner alone ran 5-35% faster on English in four alternations (noisy host;
+    // benches/RESULTS.md, "Seventh step").
     if x == b' ' && b.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
         return letters(b, i + 2);
     }

@@ -12,19 +12,20 @@
 //! - the scanner's pieces are gathered in chunks of [`CHUNK`]; a chunk is run in two tight
 //!   loops: the first computes each piece's key and requests its cache bucket from memory, the
 //!   second probes them in order (so the loads of a chunk overlap, and neither loop carries
-//!   the scanner's state). The first loop has no branch on a piece's length: a key is one
-//!   16-byte load from the text, masked to the piece ([`key_within`]), and single bytes have
-//!   keys and cache entries like longer pieces. Branching on the length (to skip single
-//!   bytes, and in [`super::piece_cache::key_of`]) mispredicted on most pieces, whose lengths
-//!   are random: without those branches a second pass over 20 MB of English ran 136-143
-//!   MB/s against 123-127, and a fresh tokenizer 80-85 against 74-79 (a Rust-only driver,
-//!   cl100k, builds alternating; benches/RESULTS.md, "Seventh step"). An earlier design probed each bucket 16 pieces after its request,
+//!   the scanner's state). An earlier design probed each bucket 16 pieces after its request,
 //!   inside the scanner's loop: one loop doing both was 1% to 24% slower in six alternations
 //!   of a Rust-only driver (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x
 //!   slower on a second pass over the same text (benches/RESULTS.md, "Fifth step");
+//! - the first loop has no branch on a piece's length: a key is one 16-byte load from the
+//!   text, masked to the piece ([`key_within`]), and single bytes have keys and cache entries
+//!   like longer pieces. Branches on the length (to skip single bytes, and in
+//!   [`super::piece_cache::key_of`]) mispredicted on a large share of pieces, whose lengths
+//!   are random: without them a second pass over 20 MB of English ran 136-143 MB/s against
+//!   123-127, and a fresh tokenizer 80-85 against 74-79 (the same driver, builds
+//!   alternating; benches/RESULTS.md, "Seventh step");
 //! - a hit's ids are copied from its slot, a whole slot at a time (no branch on their count);
-//!   a miss leaves a hole in the output
-//!   (its position) and joins the batch of distinct misses, its whole-token slot requested;
+//!   a miss leaves a hole in the output (its position) and joins the batch of distinct
+//!   misses, its whole-token slot requested;
 //! - when the batch holds [`BATCH`] misses (about 3% of English pieces are misses, so a batch
 //!   spans hundreds of pieces), or [`HOLES`] holes, or the text ends, its whole tokens are
 //!   read and the others merged side by side, one merge of each in turn: each merge requests
