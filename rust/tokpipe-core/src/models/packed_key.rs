@@ -3,7 +3,9 @@
 //! (`bpe::piece_cache`, `bpe::short_tokens`) and of Unigram words (`unigram::word_cache`).
 //!
 //! Why: comparing a packed key is one 16-byte compare, with no pointer to follow to the
-//! stored bytes, and the key is computed with two overlapping loads, not a byte loop.
+//! stored bytes, and the key is computed with two overlapping loads, not a byte loop; or, for
+//! a piece of a text with 16 bytes of the text after its start ([`key_within`]), with one
+//! load and no branch on the length.
 
 /// Longest string packed, in bytes (its bytes and its length fit 16 bytes).
 pub(crate) const MAX_PACKED: usize = 15;
@@ -124,11 +126,61 @@ mod tests {
         }
     }
 
+    /// Texts that end where a page no read may touch begins: a key read past a text's end
+    /// crashes the test instead of passing unseen.
+    #[cfg(unix)]
+    #[test]
+    fn no_key_is_read_past_the_end_of_the_text() {
+        // SAFETY: two fresh anonymous pages; the second is made unreadable, and only the
+        // first is read, through slices that end at its end; both are unmapped at the end.
+        unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
+            let first = std::slice::from_raw_parts_mut(base.cast::<u8>(), page);
+            for (i, b) in first.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(37) | 0x80;
+            }
+            for len in 0..=40 {
+                let text = &first[page - len..];
+                for start in 0..=len {
+                    for end in start..=len {
+                        let piece = &text[start..end];
+                        let want = match piece.len() {
+                            1..=MAX_PACKED => key_of(piece),
+                            _ => 0,
+                        };
+                        assert_eq!(key_within(text, piece), want);
+                    }
+                }
+            }
+            assert_eq!(libc::munmap(base, 2 * page), 0);
+        }
+    }
+
     #[test]
     fn a_piece_outside_the_text_still_gets_its_own_key() {
-        let text = vec![b'a'; 40];
+        // Another allocation, and the bytes just before the text in the same one (whose
+        // 16-byte read would overlap the text's start).
+        let buffer: Vec<u8> = (0..80u8).map(|b| b'a' + b % 26).collect();
+        let text = &buffer[20..];
         let other = b"the quick fox".to_vec();
-        assert_eq!(key_within(&text, &other), key_of(&other));
-        assert_eq!(key_within(&text, &other[..0]), 0);
+        assert_eq!(key_within(text, &other), key_of(&other));
+        assert_eq!(key_within(text, &other[..0]), 0);
+        for start in 0..20 {
+            let piece = &buffer[start..(start + 7).min(20)];
+            assert_eq!(key_within(text, piece), key_of(piece));
+        }
     }
 }

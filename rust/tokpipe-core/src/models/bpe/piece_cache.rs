@@ -219,6 +219,7 @@ impl PieceCache {
             .filter(|slot| slot.ids[0] != IN_LONG)
             .map(|slot| &slot.ids)
     }
+
     /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
     #[inline(always)]
     pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> Probe {

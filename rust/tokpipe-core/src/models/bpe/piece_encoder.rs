@@ -41,7 +41,7 @@
 //! [`BpeModel::encode_piece`]. Pieces the cache does not keep, of more than 96 bytes, and
 //! short pieces of more ids than a cache slot holds, take the one-at-a-time path.
 //!
-//! (Over 500 lines: about 135 of them are its tests; the rest is one encoder, whose chunks,
+//! (Over 500 lines: about 205 of them are its tests; the rest is one encoder, whose chunks,
 //! batch of misses and merge states share its output.)
 
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
@@ -315,8 +315,8 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         let pieces = &self.chunk[..n];
         let mut keys = [0u128; CHUNK];
         let mut buckets = [0u32; CHUNK];
-        // No branch on a piece's length here: a key of 0 (a piece too long for a key) requests
-        // a bucket it never probes.
+        // No branch on a piece's length here: a key of 0 (an empty piece, or one too long for a
+        // key) requests a bucket it never probes.
         for (j, piece) in pieces.iter().enumerate() {
             let key = key_within(self.text, piece);
             let bucket = PieceCache::bucket(key);
@@ -671,6 +671,38 @@ mod tests {
             for pass in 0..3 {
                 let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
                 assert_eq!(got, want, "pass {pass}: {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_that_are_not_slices_of_the_text_get_the_ids_of_the_one_piece_loop() {
+        // `with_piece_cache` reads keys from its text; pieces from elsewhere (the bytes just
+        // before the text in the same buffer, a copy) must get their own ids all the same.
+        let buffer =
+            "Caf\u{e9} owners' 1234 signs, unbelievably; the quick brown fox jumps. \n".repeat(4);
+        let (before, text) = buffer.split_at(buffer.len() / 2);
+        let copy = text.to_string();
+        for tok in openai_tokenizers() {
+            let model = tok.model().as_bpe().unwrap();
+            let mut pieces: Vec<&[u8]> = Vec::new();
+            for source in [before, copy.as_str(), text] {
+                tok.pre_tokenizer()
+                    .split(source, |p| pieces.push(p.as_bytes()))
+                    .unwrap();
+            }
+            let mut want = Vec::new();
+            for piece in &pieces {
+                model.encode_piece(piece, &mut want);
+            }
+            for pass in 0..2 {
+                let mut got = Vec::new();
+                model.with_piece_cache(text.as_bytes(), &mut got, |encoder| {
+                    for &piece in &pieces {
+                        encoder.encode(piece);
+                    }
+                });
+                assert_eq!(got, want, "pass {pass}");
             }
         }
     }

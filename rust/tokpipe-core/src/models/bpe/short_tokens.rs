@@ -84,7 +84,8 @@ impl ShortTokens {
         }
     }
 
-    /// The id of the token of key `key` (a [`key_of`] key), if it is in the table.
+    /// The id of the token of key `key` (a [`key_of`] key), if it is in the table (never for
+    /// the key of a single byte, which the piece cache's misses ask about too).
     #[inline(always)]
     pub(crate) fn get(&self, key: u128) -> Option<u32> {
         if self.slots.is_empty() {
