@@ -107,22 +107,34 @@ pub(crate) fn hash_key(key: u128) -> u64 {
 mod tests {
     use super::*;
 
+    /// Checks [`key_within`] against [`key_of`] on every piece of `text`.
+    fn check_every_piece(text: &[u8]) {
+        for start in 0..=text.len() {
+            for end in start..=text.len() {
+                let piece = &text[start..end];
+                let want = match piece.len() {
+                    1..=MAX_PACKED => key_of(piece),
+                    _ => 0,
+                };
+                let len = text.len();
+                assert_eq!(key_within(text, piece), want, "{len} {start}..{end}");
+            }
+        }
+    }
+
+    /// Bytes with none zero, so that a mask one byte too wide changes the key.
+    fn fill(bytes: &mut [u8]) {
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37) | 0x80;
+        }
+    }
+
     #[test]
     fn a_key_read_from_the_text_is_the_key_of_the_piece_at_every_offset_and_length() {
-        // Bytes of every value, so that a mask one byte too wide changes the key.
-        let text: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(37) | 0x80).collect();
+        let mut text = vec![0u8; 64];
+        fill(&mut text);
         for len in 0..text.len() {
-            let text = &text[..len];
-            for start in 0..=len {
-                for end in start..=len {
-                    let piece = &text[start..end];
-                    let want = match piece.len() {
-                        1..=MAX_PACKED => key_of(piece),
-                        _ => 0,
-                    };
-                    assert_eq!(key_within(text, piece), want, "{len} {start}..{end}");
-                }
-            }
+            check_every_piece(&text[..len]);
         }
     }
 
@@ -149,21 +161,9 @@ mod tests {
                 0
             );
             let first = std::slice::from_raw_parts_mut(base.cast::<u8>(), page);
-            for (i, b) in first.iter_mut().enumerate() {
-                *b = (i as u8).wrapping_mul(37) | 0x80;
-            }
+            fill(first);
             for len in 0..=40 {
-                let text = &first[page - len..];
-                for start in 0..=len {
-                    for end in start..=len {
-                        let piece = &text[start..end];
-                        let want = match piece.len() {
-                            1..=MAX_PACKED => key_of(piece),
-                            _ => 0,
-                        };
-                        assert_eq!(key_within(text, piece), want);
-                    }
-                }
+                check_every_piece(&first[page - len..]);
             }
             assert_eq!(libc::munmap(base, 2 * page), 0);
         }
