@@ -47,21 +47,12 @@ pub(crate) fn key_of(p: &[u8]) -> u128 {
 }
 
 /// Per length (0 to 16, 16 standing for any longer), the bytes of a 16-byte load that belong
-/// to a piece of that length, and its length tag: none for lengths 0 and 16, whose key is 0.
-static LOAD_MASK: [u128; 17] = {
-    let mut t = [0u128; 17];
+/// to a piece of that length and its length tag: neither for lengths 0 and 16, whose key is 0.
+static MASK_AND_TAG: [(u128, u128); 17] = {
+    let mut t = [(0u128, 0u128); 17];
     let mut n = 1;
     while n <= MAX_PACKED {
-        t[n] = (1u128 << (8 * n)) - 1;
-        n += 1;
-    }
-    t
-};
-static LENGTH_TAG: [u128; 17] = {
-    let mut t = [0u128; 17];
-    let mut n = 1;
-    while n <= MAX_PACKED {
-        t[n] = (n as u128) << 120;
+        t[n] = ((1u128 << (8 * n)) - 1, (n as u128) << 120);
         n += 1;
     }
     t
@@ -79,12 +70,12 @@ pub(crate) fn key_within(text: &[u8], piece: &[u8]) -> u128 {
     let n = piece.len();
     // The piece's offset in `text`; a piece that is not in `text` wraps past its end.
     let at = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    if text.len() >= 16 && at <= text.len() - 16 {
+    if at < text.len().saturating_sub(MAX_PACKED) {
         // SAFETY: bytes `at..at + 16` are inside `text`. They are the piece's bytes and the
         // ones after it, as the piece starts at the same address.
         let word = unsafe { text.as_ptr().add(at).cast::<u128>().read_unaligned() };
-        let i = n.min(16);
-        return u128::from_le(word) & LOAD_MASK[i] | LENGTH_TAG[i];
+        let (mask, tag) = MASK_AND_TAG[n.min(16)];
+        return u128::from_le(word) & mask | tag;
     }
     if (1..=MAX_PACKED).contains(&n) {
         key_of(piece)
