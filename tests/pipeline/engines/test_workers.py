@@ -85,7 +85,8 @@ def alive(pid: int) -> bool:
 
 def busy_workers(main: subprocess.Popen[str], out: Path) -> list[int]:
     """The run's worker processes once they are working through tasks: a few tasks are done
-    (their markers exist) and hundreds remain, so each worker is in the middle of one.
+    (their markers exist) and hundreds remain. (Whether a worker is inside a task or between
+    two at a given moment is left to chance: a test that needs it mid-task holds one.)
     Fails if the run ends first."""
     state = out / ".tokpipe" / "seg0"
     while main.poll() is None:
@@ -96,26 +97,66 @@ def busy_workers(main: subprocess.Popen[str], out: Path) -> list[int]:
     raise AssertionError(f"the run ended before its workers got busy: {main.communicate()}")
 
 
+# A stage that holds one task: while the file named by TOKPIPE_TEST_HOLD exists, the worker that
+# meets the document HELD writes its pid to that file's ".pid" sibling and waits (to be
+# killed), so the test kills a worker that is certainly mid-task. Picking a busy worker from
+# the outside and killing it sometimes met it between two tasks (in CI): the message then
+# rightly named no task.
+HOLD_STAGE = '''
+import os, time
+import pyarrow as pa
+from tokpipe.pipeline import Filter
+
+class HoldOne(Filter):
+    def keep(self, batch):
+        hold = os.environ["TOKPIPE_TEST_HOLD"]
+        if os.path.exists(hold) and "%s" in batch["id"].to_pylist():
+            with open(hold + ".pid", "w") as out:
+                out.write(str(os.getpid()))
+            time.sleep(300)
+        return pa.array([True] * batch.num_rows), "held"
+'''
+HELD = "5-20-3"  # file part5.jsonl, near its end: hundreds of tasks come before it
+
+
 def test_a_worker_killed_mid_task_fails_the_run_in_one_line_and_a_rerun_resumes(
         tmp_path: Path, documents: list[tuple[str, str]]) -> None:
     inputs = write_corpus(tmp_path / "in", documents, copies=24)  # about 380 tasks
+    (tmp_path / "hold_stages.py").write_text(HOLD_STAGE % HELD, encoding="utf-8")
+    config = tmp_path / "p.yaml"
+    config.write_text("stages:\n  - type: hold_stages:HoldOne\n  - type: gopher_quality\n  - type: exact_dedup\n",
+                      encoding="utf-8")
+    hold = tmp_path / "hold"
+    hold.touch()
+    env = {**os.environ, "TOKPIPE_TEST_HOLD": str(hold),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+
+    def clean(out: Path) -> list[str]:
+        return [*CLEAN, str(inputs), "-o", str(out), "-c", str(config), "-w", "2", "--task-size", "300KB", "-q"]
+
     out = tmp_path / "out"
-    args = [*CLEAN, str(inputs), "-o", str(out), "-w", "2", "--task-size", "300KB", "-q"]
-    main = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    victim = busy_workers(main, out)[0]
+    main = subprocess.Popen(clean(out), stderr=subprocess.PIPE, text=True, env=env)
+    held = tmp_path / "hold.pid"
+    deadline = time.monotonic() + 300
+    while not held.exists() or not held.read_text():
+        assert main.poll() is None, f"the run ended before it met the held document: {main.communicate()}"
+        assert time.monotonic() < deadline, "no worker met the held document"
+        time.sleep(0.02)
+    victim = int(held.read_text())
+    assert victim in children(main.pid)
     os.kill(victim, signal.SIGKILL)
     _, stderr = main.communicate(timeout=300)
     assert main.returncode == 1
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert lines[0].startswith(f"tokpipe: error: worker process {victim} was killed by signal 9 (SIGKILL)"), lines[0]
-    assert " while running task " in lines[0] and str(inputs) in lines[0]
+    assert " while running task " in lines[0] and str(inputs / "part5.jsonl") in lines[0], lines[0]
     assert lines[0].endswith("rerun the same command to resume where the run stopped")
     # The rerun resumes, to the output of a run that was never interrupted.
-    assert subprocess.run(args, capture_output=True).returncode == 0
+    hold.unlink()
+    assert subprocess.run(clean(out), capture_output=True, env=env).returncode == 0
     whole = tmp_path / "whole"
-    assert subprocess.run([*CLEAN, str(inputs), "-o", str(whole), "-w", "2", "--task-size", "300KB", "-q"],
-                          capture_output=True).returncode == 0
+    assert subprocess.run(clean(whole), capture_output=True, env=env).returncode == 0
     assert _rows(out) == _rows(whole)
 
 
