@@ -375,11 +375,14 @@ impl Tokenizer {
 
     /// Room for the ids of `text` that avoids growing the vector on most texts: a Unigram
     /// vocabulary of a few thousand pieces gives about one id per two bytes of English, the
-    /// byte-level BPE ones about one per four.
+    /// byte-level BPE ones about one per four. The byte-level encoder copies a cache entry's
+    /// three id places at once and first makes room for them, so a short text (under about
+    /// 24 bytes) needs a few places more than its ids, or the vector is grown for its last
+    /// piece.
     fn ids_capacity(&self, text: &str) -> usize {
         match self.model {
             ModelWrapper::Unigram(_) => text.len() / 2 + 1,
-            _ => text.len() / 3 + 1,
+            _ => text.len() / 3 + 4,
         }
     }
 

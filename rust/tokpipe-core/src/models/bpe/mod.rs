@@ -3,6 +3,7 @@
 
 mod chars;
 mod huge_table;
+mod inline_stack;
 mod model;
 mod pair_table;
 mod piece_cache;

@@ -34,7 +34,11 @@
 //! - a miss whose entry waits in the neighbour bucket ([`PieceCache::take_from_neighbour`];
 //!   its line is requested with the miss) takes its ids from there, not from the merge loop;
 //! - the ids after the holes move right, once, from the last hole back, the misses' ids fill
-//!   the holes, and each miss not taken from the neighbour is remembered in the cache.
+//!   the holes, and each miss not taken from the neighbour is remembered in the cache;
+//! - the chunk, the batch and a chunk's keys live in [`InlineStack`]s, which leave their
+//!   places uninitialised until a piece is pushed: an encoder is set up for every text, and
+//!   filling its arrays with placeholders (about 2.7 KB) made "hello" take about 3x as long,
+//!   and 20 MB of 590-byte English documents 8-10% longer (benches/RESULTS.md, "Eighth step").
 //!
 //! Each piece's merges are those of [`BpeModel::merge_short`] in the same order (lowest
 //! priority, leftmost on ties), so the ids are the same; the tests compare them with
@@ -44,6 +48,7 @@
 //! (Over 500 lines: about 205 of them are its tests; the rest is one encoder, whose chunks,
 //! batch of misses and merge states share its output.)
 
+use super::inline_stack::InlineStack;
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
 use super::piece_cache::{
@@ -72,12 +77,6 @@ struct Pending<'t> {
     bucket: usize,
 }
 
-const NO_PENDING: Pending<'static> = Pending {
-    piece: &[],
-    key: 0,
-    bucket: 0,
-};
-
 /// Encodes the pieces of a text, in order, into one output, through this thread's piece cache
 /// when there is one; see [`BpeModel::with_piece_cache`] and the module's notes.
 pub struct PieceEncoder<'m, 'c, 'o, 't> {
@@ -87,20 +86,17 @@ pub struct PieceEncoder<'m, 'c, 'o, 't> {
     cache: Option<(&'c mut PieceCache, &'c mut Scratch)>,
     out: &'o mut Vec<u32>,
     /// The pieces received since the last chunk was run, in order.
-    chunk: [&'t [u8]; CHUNK],
-    n_chunk: usize,
+    chunk: InlineStack<&'t [u8], CHUNK>,
     batch: Batch<'t>,
 }
 
 /// The misses of the cache waiting for their ids.
 struct Batch<'t> {
-    /// The distinct misses, at most [`BATCH`].
-    misses: [Pending<'t>; BATCH],
-    n_misses: usize,
+    /// The distinct misses.
+    misses: InlineStack<Pending<'t>, BATCH>,
     /// Where each miss's ids go in the output (the ids after it were appended already), and
     /// which of `misses` it is; in the pieces' order.
-    holes: [(usize, u8); HOLES],
-    n_holes: usize,
+    holes: InlineStack<(usize, u8), HOLES>,
 }
 
 /// The merge loop of one piece of up to [`SHORT_PIECE`] bytes, a merge a turn
@@ -263,13 +259,10 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
             text,
             cache,
             out,
-            chunk: [&[]; CHUNK],
-            n_chunk: 0,
+            chunk: InlineStack::new(),
             batch: Batch {
-                misses: [NO_PENDING; BATCH],
-                n_misses: 0,
-                holes: [(0, 0); HOLES],
-                n_holes: 0,
+                misses: InlineStack::new(),
+                holes: InlineStack::new(),
             },
         }
     }
@@ -282,9 +275,8 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         if self.cache.is_none() {
             return self.model.encode_piece(piece, self.out);
         }
-        self.chunk[self.n_chunk] = piece;
-        self.n_chunk += 1;
-        if self.n_chunk == CHUNK {
+        self.chunk.push(piece);
+        if self.chunk.is_full() {
             self.run_chunk();
         }
     }
@@ -307,25 +299,25 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
     /// the batch.
     #[inline(never)]
     fn run_chunk(&mut self) {
-        let n = std::mem::take(&mut self.n_chunk);
         let model = self.model;
         let Some((cache, states)) = self.cache.as_mut() else {
-            return;
+            return self.chunk.clear();
         };
-        let pieces = &self.chunk[..n];
-        let mut keys = [0u128; CHUNK];
-        let mut buckets = [0u32; CHUNK];
+        let pieces = self.chunk.as_slice();
+        let mut keys: InlineStack<u128, CHUNK> = InlineStack::new();
+        let mut buckets: InlineStack<u32, CHUNK> = InlineStack::new();
         // No branch on a piece's length here: a key of 0 (an empty piece, or one too long for a
         // key) requests a bucket it never probes.
-        for (j, piece) in pieces.iter().enumerate() {
+        for piece in pieces {
             let key = key_within(self.text, piece);
             let bucket = PieceCache::bucket(key);
             cache.prefetch(bucket);
-            keys[j] = key;
-            buckets[j] = bucket as u32;
+            keys.push(key);
+            buckets.push(bucket as u32);
         }
         let out = &mut *self.out;
         let id = model.cache_id;
+        let (keys, buckets) = (keys.as_slice(), buckets.as_slice());
         for (j, &piece) in pieces.iter().enumerate() {
             let key = keys[j];
             if key != 0 {
@@ -341,6 +333,7 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
             };
             self.batch.probe(model, cache, states, out, pending);
         }
+        self.chunk.clear();
     }
 }
 
@@ -386,21 +379,19 @@ impl<'t> Batch<'t> {
             return;
         }
         let same = |m: &Pending<'_>| m.key == p.key && (p.key != 0 || m.piece == p.piece);
-        let k = match self.misses[..self.n_misses].iter().position(same) {
+        let k = match self.misses.as_slice().iter().position(same) {
             Some(k) => k,
             None => {
                 if p.key != 0 {
                     model.short_tokens.prefetch(p.key);
                     cache.prefetch_neighbour(p.bucket);
                 }
-                self.misses[self.n_misses] = p;
-                self.n_misses += 1;
-                self.n_misses - 1
+                self.misses.push(p);
+                self.misses.len() - 1
             }
         };
-        self.holes[self.n_holes] = (out.len(), k as u8);
-        self.n_holes += 1;
-        if self.n_misses == BATCH || self.n_holes == HOLES {
+        self.holes.push((out.len(), k as u8));
+        if self.misses.is_full() || self.holes.is_full() {
             self.resolve(model, cache, states, out);
         }
     }
@@ -415,10 +406,7 @@ impl<'t> Batch<'t> {
         states: &mut Scratch,
         out: &mut Vec<u32>,
     ) {
-        let misses = &self.misses[..self.n_misses];
-        let holes = &self.holes[..self.n_holes];
-        self.n_misses = 0;
-        self.n_holes = 0;
+        let (misses, holes) = (self.misses.as_slice(), self.holes.as_slice());
         if misses.is_empty() {
             return;
         }
@@ -484,6 +472,8 @@ impl<'t> Batch<'t> {
                 cache.put_long(model.cache_id, p.piece, ids);
             }
         }
+        self.misses.clear();
+        self.holes.clear();
     }
 }
 
@@ -633,6 +623,34 @@ mod tests {
                         pieces_seen, count,
                         "case {case}: the text is cut as planned"
                     );
+                    let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
+                    assert!(got == uncached(tok, &text), "case {case}: {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn short_texts_one_after_another_give_the_same_ids() {
+        // Texts of one to four pieces, each encoded twice (a miss, then a hit copying a whole
+        // slot of three id places into a vector sized for a short text), in a row: every
+        // encoder starts with empty stacks, whatever the text before it left.
+        let toks = openai_tokenizers();
+        let mut rng = Rng(0x5EED_0000_0000_0025);
+        for case in 0..3_000 {
+            let text: String = (0..rng.below(4) + 1)
+                .map(|_| {
+                    let (kind, len) = (rng.below(4), rng.below(8) + 1);
+                    match kind {
+                        0 => format!(" {}", word(&mut rng, len)),
+                        1 => word(&mut rng, len),
+                        2 => format!(" {}", word(&mut rng, 20)),
+                        _ => "!".to_string(),
+                    }
+                })
+                .collect();
+            for _ in 0..2 {
+                for tok in &toks {
                     let got = tok.encode(&text, &AllowedSpecial::None).unwrap();
                     assert!(got == uncached(tok, &text), "case {case}: {text:?}");
                 }
