@@ -378,7 +378,7 @@ impl Tokenizer {
     /// byte-level BPE ones about one per four. The byte-level encoder copies a cache entry's
     /// three id places at once and first makes room for them, so a short text (under about
     /// 24 bytes) needs a few places more than its ids, or the vector is grown for its last
-    /// piece.
+    /// piece (the other models share the arm: three places more cost them nothing).
     fn ids_capacity(&self, text: &str) -> usize {
         match self.model {
             ModelWrapper::Unigram(_) => text.len() / 2 + 1,
@@ -941,6 +941,20 @@ mod tests {
             vec![],
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_short_text_is_encoded_into_the_vector_it_starts_with() {
+        // The byte-level encoder makes room for a cache slot's three id places before copying
+        // them; the vector sized for a short text must have that room, or it is grown (a
+        // reallocation per short text; `Vec::with_capacity` gives exactly what it is asked).
+        let tok = tokenizer();
+        for text in ["the", "in", "the in", " a the", "the the the", "hello"] {
+            for pass in ["a miss", "a hit"] {
+                let ids = tok.encode(text, &AllowedSpecial::None).unwrap();
+                assert_eq!(ids.capacity(), tok.ids_capacity(text), "{text:?}, {pass}");
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 mod chars;
 mod huge_table;
-mod inline_stack;
+mod inline_vec;
 mod model;
 mod pair_table;
 mod piece_cache;
