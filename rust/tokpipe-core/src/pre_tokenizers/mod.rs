@@ -11,6 +11,7 @@
 
 pub mod bert;
 pub mod byte_level;
+mod cl100k_windows;
 pub mod metaspace;
 pub mod scanners;
 

@@ -224,6 +224,71 @@ fn scanners_match_regex_on_random_strings() {
     }
 }
 
+/// The SSE2 masks of a window against one table lookup a byte, on windows of every byte value
+/// (ASCII-heavy ones too, so that the cut at the first non-ASCII byte falls anywhere).
+#[test]
+fn cl100k_window_masks_match_the_class_table() {
+    use super::super::cl100k_windows::{masks, masks_by_table, WINDOW};
+    let mut rng = Rng(0x5EED_0F3A_5C00);
+    for case in 0..20_000 {
+        let mut w = [0u8; WINDOW];
+        for x in w.iter_mut() {
+            *x = match case % 3 {
+                0 => rng.below(256) as u8,
+                1 => rng.below(128) as u8,
+                _ => {
+                    if rng.below(40) == 0 {
+                        0x80 + rng.below(128) as u8
+                    } else {
+                        rng.below(128) as u8
+                    }
+                }
+            };
+        }
+        assert_eq!(masks(&w), masks_by_table(&w), "window {w:?}");
+    }
+}
+
+/// Texts of hundreds of bytes, mostly ASCII, so that most of each goes through the 64-byte
+/// windows of `cl100k`, with every class boundary they decide landing at every offset of a
+/// window (and a non-ASCII char now and then, where a window ends early).
+#[test]
+fn cl100k_windows_match_regex_on_long_random_strings() {
+    const PIECES: &[&str] = &[
+        " ", " ", "  ", "\t", "\r", "\n", "\r\n", "\n\n", "\u{0B}", "\u{0C}", "a", "b", "the",
+        "Word", "xyzzy", "S", "LL", "0", "12", "345", "'", "'s", "'S", "'ll", "'lL", "'ve", "'RE",
+        "'d", "'m", "'t", "'x", ".", ",", "!", "?", "-", "(", ")", "\"", "//", "_", "#", "@", "[",
+        "`", "{", "~", "\u{7F}", "\u{1F}", "\0",
+    ];
+    const RARE: &[&str] = &[
+        "é", "\u{A0}", "\u{85}", "日本", "ſ", "’", "😀", "\u{2028}", "٣",
+    ];
+    let re = PreTokenizer::regex(CL100K_PATTERN).unwrap();
+    let mut rng = Rng(0x00C1_100C);
+    for case in 0..6_000 {
+        let sub: Vec<&str> = (0..rng.below(10) + 3)
+            .map(|_| PIECES[rng.below(PIECES.len())])
+            .collect();
+        let len = 64 + rng.below(400);
+        let mut text = String::new();
+        while text.len() < len {
+            if rng.below(200) == 0 {
+                text.push_str(RARE[rng.below(RARE.len())]);
+            } else {
+                text.push_str(sub[rng.below(sub.len())]);
+            }
+        }
+        if scan_cl100k(&text) != reference(&re, &text) {
+            let min = shrink(text.clone(), |t| scan_cl100k(t) != reference(&re, t));
+            panic!(
+                "case {case}: input {text:?}\nminimal {min:?}\n  scanner {:?}\n  regex   {:?}",
+                scan_cl100k(&min),
+                reference(&re, &min)
+            );
+        }
+    }
+}
+
 /// Every Unicode scalar value, in order.
 fn all_chars() -> impl Iterator<Item = char> {
     (0..=0x10FFFFu32).filter_map(char::from_u32)

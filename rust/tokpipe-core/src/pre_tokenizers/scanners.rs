@@ -37,16 +37,17 @@
 //! (Over 500 lines: the class table and the run helpers (about 290 lines) are shared by the three
 //! scanners (about 225); the tests are in `scanner_tests.rs`.)
 
+use super::cl100k_windows::{cl100k_window, WINDOW};
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 
 /// `\s`: Unicode White_Space, as in the regex crate.
-const WS: u8 = 1 << 0;
+pub(super) const WS: u8 = 1 << 0;
 /// `\p{L}`.
-const L: u8 = 1 << 1;
+pub(super) const L: u8 = 1 << 1;
 /// `\p{N}`.
-const N: u8 = 1 << 2;
+pub(super) const N: u8 = 1 << 2;
 /// `[\r\n]` (always together with `WS`).
-const NL: u8 = 1 << 3;
+pub(super) const NL: u8 = 1 << 3;
 /// o200k's "upper" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
 const UP: u8 = 1 << 4;
 /// o200k's "lower" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
@@ -55,7 +56,7 @@ const LO: u8 = 1 << 5;
 const WLN: u8 = WS | L | N;
 
 /// Class bits of the ASCII chars, so the common case is one load.
-static ASCII: [u8; 128] = {
+pub(super) static ASCII: [u8; 128] = {
     let mut t = [0u8; 128];
     let mut i = 0;
     while i < 128 {
@@ -322,7 +323,7 @@ fn contraction_fold(b: &[u8], i: usize) -> usize {
 /// The piece `text[i..end]` without the two char-boundary checks of safe slicing, which cost
 /// about 10% of the scan on English text.
 #[inline(always)]
-fn piece(text: &str, i: usize, end: usize) -> &str {
+pub(super) fn piece(text: &str, i: usize, end: usize) -> &str {
     debug_assert!(
         i < end && end <= text.len() && text.is_char_boundary(i) && text.is_char_boundary(end)
     );
@@ -401,10 +402,29 @@ fn gpt2_piece(b: &[u8], i: usize) -> usize {
 /// Splits `text` as `CL100K_PATTERN` does:
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|`
 /// `\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
+///
+/// Texts are cut a window of 64 bytes at a time ([`cl100k_windows`]) while the window is
+/// ASCII; where a window settles less than a quarter of itself (non-ASCII text, a long run of
+/// whitespace), the next 64 bytes go piece by piece through [`cl100k_piece`], as does a text's
+/// end.
 pub fn cl100k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
     let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
+        if b.len() - i >= WINDOW {
+            let start = i;
+            i = cl100k_window(text, i, emit);
+            if i - start >= WINDOW / 4 {
+                continue;
+            }
+            let stop = start + WINDOW;
+            while i < stop {
+                let end = cl100k_piece(b, i);
+                emit(piece(text, i, end));
+                i = end;
+            }
+            continue;
+        }
         let end = cl100k_piece(b, i);
         emit(piece(text, i, end));
         i = end;

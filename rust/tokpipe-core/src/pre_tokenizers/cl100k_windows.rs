@@ -1,0 +1,261 @@
+//! cl100k's pieces in windows of 64 ASCII bytes, found with bit masks instead of a branch per
+//! piece.
+//!
+//! Why: the scalar scanner ([`super::scanners::cl100k`]) decides each piece's branch from the
+//! class of its first chars, and on English text the kinds of consecutive pieces (a word, a
+//! space and a word, punctuation, a newline) follow no pattern a branch predictor learns, so
+//! most pieces pay a mispredicted branch or two. Here the classes of 64 bytes are computed at
+//! once (SSE2 compares on x86-64, which every x86-64 CPU has), every piece start of the window is
+//! derived from them with shifts, masks and one carry-propagating add per rule, and the pieces
+//! are cut between consecutive set bits. gigatoken's scanners take the same approach (masks of
+//! 64 bytes, "boundary algebra"); this one is written from the pattern, not from their code.
+//!
+//! Exactness. A window starts at a piece start, and cl100k's pattern has no look-behind, so the
+//! pieces from there on depend only on the text from there on: bit 0 is treated as the start of
+//! a text. For ASCII, the pattern
+//! `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+//! starts a piece exactly at:
+//! - a run of letters, or the char before it when that char is whitespace other than `\r\n`,
+//!   or a lone "other" char (punctuation, symbols, controls) that is not preceded by a space and
+//!   does not start a contraction; after a contraction (`'s`, `'ll`, ...), at its end;
+//! - a run of digits, and every third digit of it;
+//! - a run of "other" chars (its trailing `\r\n` belong to it), or the space before it;
+//! - a run of whitespace (after the newlines an "other" run took), the char after its last
+//!   `\r`/`\n` when whitespace follows it, and its last char when that is not `\r`/`\n`.
+//!
+//! A start near the end of the window depends on chars past it (a run's end, a contraction's
+//! letters, whether a whitespace run holds a newline), so only the pieces that end at or
+//! before a start known for certain are given out: one at least four bytes before the end, and
+//! before the whitespace run that reaches there. The next window starts at that start. A window
+//! ends early at the first non-ASCII byte; the caller's scalar scanner takes over there (and for
+//! the last 63 bytes of a text). The tests compare the result with fancy-regex on random
+//! mostly-ASCII texts of hundreds of bytes and on the shared corpora.
+
+use super::scanners::piece;
+
+/// Bytes a window looks at.
+pub(super) const WINDOW: usize = 64;
+
+/// The class masks of one window: bit `k` is the byte at the window's start plus `k`. Bits of
+/// non-ASCII bytes, and of every byte after the first of them, are clear in all masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Masks {
+    /// Bytes before the first non-ASCII byte (64 when there is none).
+    pub(super) ascii: u32,
+    pub(super) letter: u64,
+    pub(super) digit: u64,
+    /// `\s` in ASCII: space, `\t`, `\n`, `\v`, `\f`, `\r`.
+    pub(super) space: u64,
+    /// `\r` and `\n`.
+    pub(super) newline: u64,
+    /// The space char itself.
+    pub(super) blank: u64,
+    pub(super) apostrophe: u64,
+}
+
+/// The masks of `w`, one table lookup a byte: the reference for [`masks`] (and its portable
+/// version).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
+    use super::scanners::{ASCII, L, N, NL, WS};
+    let ascii = w.iter().position(|&x| x >= 0x80).unwrap_or(WINDOW) as u32;
+    let mut m = Masks {
+        ascii,
+        letter: 0,
+        digit: 0,
+        space: 0,
+        newline: 0,
+        blank: 0,
+        apostrophe: 0,
+    };
+    for (k, &x) in w.iter().enumerate().take(ascii as usize) {
+        let c = ASCII[x as usize];
+        let bit = 1u64 << k;
+        m.letter |= bit * (c & L != 0) as u64;
+        m.digit |= bit * (c & N != 0) as u64;
+        m.space |= bit * (c & WS != 0) as u64;
+        m.newline |= bit * (c & NL != 0) as u64;
+        m.blank |= bit * (x == b' ') as u64;
+        m.apostrophe |= bit * (x == b'\'') as u64;
+    }
+    m
+}
+
+/// The masks of `w` with SSE2: compares of 16 bytes at a time, gathered with `movemask`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; the four unaligned loads read the window's 64 bytes.
+    unsafe {
+        let splat = |x: u8| _mm_set1_epi8(x as i8);
+        let mut bits = [0u64; 7];
+        for q in 0..4 {
+            let v = _mm_loadu_si128(w.as_ptr().add(16 * q) as *const __m128i);
+            // Signed compares are right for ASCII (0..=127); non-ASCII bytes are cut off below.
+            let between = |lo: u8, hi: u8, x: __m128i| {
+                _mm_and_si128(
+                    _mm_cmpgt_epi8(x, splat(lo - 1)),
+                    _mm_cmpgt_epi8(splat(hi + 1), x),
+                )
+            };
+            // Folding in 0x20 maps 'A'..='Z' onto 'a'..='z' and no other byte into that range.
+            let letter = between(b'a', b'z', _mm_or_si128(v, splat(0x20)));
+            let digit = between(b'0', b'9', v);
+            let blank = _mm_cmpeq_epi8(v, splat(b' '));
+            let space = _mm_or_si128(blank, between(b'\t', b'\r', v));
+            let newline = _mm_or_si128(
+                _mm_cmpeq_epi8(v, splat(b'\n')),
+                _mm_cmpeq_epi8(v, splat(b'\r')),
+            );
+            let apostrophe = _mm_cmpeq_epi8(v, splat(b'\''));
+            let shift = 16 * q;
+            for (slot, m) in bits
+                .iter_mut()
+                .zip([v, letter, digit, space, newline, blank, apostrophe])
+            {
+                *slot |= ((_mm_movemask_epi8(m) as u32 & 0xFFFF) as u64) << shift;
+            }
+        }
+        let ascii = bits[0].trailing_zeros();
+        let keep = below(ascii);
+        Masks {
+            ascii,
+            letter: bits[1] & keep,
+            digit: bits[2] & keep,
+            space: bits[3] & keep,
+            newline: bits[4] & keep,
+            blank: bits[5] & keep,
+            apostrophe: bits[6] & keep,
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
+    masks_by_table(w)
+}
+
+/// Bits `0..n` set (`n` up to 64).
+#[inline(always)]
+fn below(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// The bits of the runs of `run` that begin at a bit of `starts` (a subset of the runs'
+/// first bits): the add carries from each such first bit through its run.
+#[inline(always)]
+fn runs_from(run: u64, starts: u64) -> u64 {
+    (run.wrapping_add(starts) ^ run) & run
+}
+
+/// Length of the contraction (`'s`, `'ll`, ..., any case) starting at `w[p]`, 0 if none.
+/// Bytes past the window count as none: such a start lies where nothing is given out.
+#[inline(always)]
+fn contraction(w: &[u8; WINDOW], p: usize) -> u32 {
+    let lower = |k: usize| w.get(k).map_or(0, |&x| x | 0x20);
+    match lower(p + 1) {
+        b's' | b'd' | b'm' | b't' => 2,
+        b'l' if lower(p + 2) == b'l' => 3,
+        b'v' | b'r' if lower(p + 2) == b'e' => 3,
+        _ => 0,
+    }
+}
+
+/// The piece starts of window `w` (bit 0 always: the window starts at a piece start), and the
+/// last bit up to which they are certain.
+#[inline(always)]
+pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
+    let prev = |x: u64| x << 1;
+    let next = |x: u64| x >> 1;
+    let other = below(m.ascii) & !(m.letter | m.digit | m.space);
+    let tab = m.space & !m.newline;
+    let letter_run = m.letter & !prev(m.letter);
+    let digit_run = m.digit & !prev(m.digit);
+    let other_run = other & !prev(other);
+    let space_run = m.space & !prev(m.space);
+    // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead.
+    let other_start = other_run & !prev(m.blank);
+
+    // Contractions, at an apostrophe that starts a piece.
+    let (mut two, mut three) = (0u64, 0u64);
+    let mut quotes = m.apostrophe & other_start;
+    while quotes != 0 {
+        let p = quotes.trailing_zeros();
+        match contraction(w, p as usize) {
+            2 => two |= 1 << p,
+            3 => three |= 1 << p,
+            _ => {}
+        }
+        quotes &= quotes - 1;
+    }
+    let contracted = two | three;
+    let after_contraction = (two << 2) | (three << 3);
+
+    // `[^\r\n\p{L}\p{N}]?+\p{L}++`: the char before a letter run prefixes it when it is
+    // whitespace but a newline, or a lone "other" char that starts a piece.
+    let prefix = next(letter_run) & (tab | (other_start & !contracted));
+    let letters =
+        (letter_run & !prev(prefix | contracted)) | prefix | contracted | after_contraction;
+
+    // `\p{N}{1,3}+`: every third digit of a run.
+    let three_digits = m.digit & prev(m.digit) & prev(prev(m.digit));
+    let (mut digits, mut third) = (digit_run, digit_run);
+    loop {
+        third = (third << 3) & three_digits;
+        if third == 0 {
+            break;
+        }
+        digits |= third;
+    }
+
+    // `[\r\n]*+` after an "other" run takes the newlines that follow it; the whitespace run
+    // then starts after them.
+    let taken = runs_from(m.newline, m.newline & prev(other));
+    let after_taken = prev(taken) & !taken & m.space;
+    // `\s+(?!\S)` and `\s`: the last char of a run (but a newline, which `\s*[\r\n]` ends on).
+    let last = tab & !next(m.space);
+    // `\s*[\r\n]` ends after a run's last newline; the whitespace after it starts a piece.
+    let after_newline = if m.newline == 0 {
+        0
+    } else {
+        // Tab runs that reach the end of their whitespace run: filled backwards, on the
+        // reversed masks, from the run's last char.
+        let (r_tab, r_space) = (tab.reverse_bits(), m.space.reverse_bits());
+        let r_ends = r_space & !(r_space << 1) & r_tab;
+        runs_from(r_tab, r_ends).reverse_bits() & prev(m.newline)
+    };
+    let spaces = (space_run & !taken) | after_taken | last | after_newline;
+
+    let all = 1 | letters | digits | other_start | spaces;
+
+    // Certain up to four bytes before the end, and before a whitespace run that reaches there.
+    let mut limit = m.ascii.saturating_sub(4);
+    if m.space >> limit & 1 != 0 {
+        limit = 63 - (space_run & below(limit + 1)).leading_zeros();
+    }
+    (all & below(limit + 1), limit)
+}
+
+/// Gives out the pieces of `text` from `i` (a piece start, with at least [`WINDOW`] bytes from
+/// there) that one window settles, and returns where the next piece starts.
+#[inline(always)]
+pub(super) fn cl100k_window<'a>(text: &'a str, i: usize, emit: &mut impl FnMut(&'a str)) -> usize {
+    let w: &[u8; WINDOW] = text.as_bytes()[i..i + WINDOW].try_into().unwrap();
+    let m = masks(w);
+    let (mut starts, _) = starts(w, &m);
+    let mut from = i;
+    starts &= starts - 1;
+    while starts != 0 {
+        let to = i + starts.trailing_zeros() as usize;
+        emit(piece(text, from, to));
+        from = to;
+        starts &= starts - 1;
+    }
+    from
+}
