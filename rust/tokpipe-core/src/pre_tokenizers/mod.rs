@@ -9,9 +9,9 @@
 //! fancy-regex on real text) at several times the speed; any other pattern runs through
 //! fancy-regex, which supports the look-arounds and possessive quantifiers these patterns use.
 
+mod ascii_windows;
 pub mod bert;
 pub mod byte_level;
-mod cl100k_windows;
 pub mod metaspace;
 pub mod scanners;
 

@@ -228,7 +228,7 @@ fn scanners_match_regex_on_random_strings() {
 /// (ASCII-heavy ones too, so that the cut at the first non-ASCII byte falls anywhere).
 #[test]
 fn cl100k_window_masks_match_the_class_table() {
-    use super::super::cl100k_windows::{masks, masks_by_table, WINDOW};
+    use super::super::ascii_windows::{masks, masks_by_table, WINDOW};
     let mut rng = Rng(0x5EED_0F3A_5C00);
     for case in 0..20_000 {
         let mut w = [0u8; WINDOW];
@@ -253,38 +253,94 @@ fn cl100k_window_masks_match_the_class_table() {
 /// windows of `cl100k`, with every class boundary they decide landing at every offset of a
 /// window (and a non-ASCII char now and then, where a window ends early).
 #[test]
-fn cl100k_windows_match_regex_on_long_random_strings() {
+fn windows_match_regex_on_long_random_strings() {
     const PIECES: &[&str] = &[
-        " ", " ", "  ", "\t", "\r", "\n", "\r\n", "\n\n", "\u{0B}", "\u{0C}", "a", "b", "the",
-        "Word", "xyzzy", "S", "LL", "0", "12", "345", "'", "'s", "'S", "'ll", "'lL", "'ve", "'RE",
-        "'d", "'m", "'t", "'x", ".", ",", "!", "?", "-", "(", ")", "\"", "//", "_", "#", "@", "[",
-        "`", "{", "~", "\u{7F}", "\u{1F}", "\0",
+        "/",
+        "Ab",
+        "aB",
+        "HTML",
+        "camelCase",
+        " ",
+        " ",
+        "  ",
+        "\t",
+        "\r",
+        "\n",
+        "\r\n",
+        "\n\n",
+        "\u{0B}",
+        "\u{0C}",
+        "a",
+        "b",
+        "the",
+        "Word",
+        "xyzzy",
+        "S",
+        "LL",
+        "0",
+        "12",
+        "345",
+        "'",
+        "'s",
+        "'S",
+        "'ll",
+        "'lL",
+        "'ve",
+        "'RE",
+        "'d",
+        "'m",
+        "'t",
+        "'x",
+        ".",
+        ",",
+        "!",
+        "?",
+        "-",
+        "(",
+        ")",
+        "\"",
+        "//",
+        "_",
+        "#",
+        "@",
+        "[",
+        "`",
+        "{",
+        "~",
+        "\u{7F}",
+        "\u{1F}",
+        "\0",
     ];
     const RARE: &[&str] = &[
         "é", "\u{A0}", "\u{85}", "日本", "ſ", "’", "😀", "\u{2028}", "٣",
     ];
-    let re = PreTokenizer::regex(CL100K_PATTERN).unwrap();
-    let mut rng = Rng(0x00C1_100C);
-    for case in 0..6_000 {
-        let sub: Vec<&str> = (0..rng.below(10) + 3)
-            .map(|_| PIECES[rng.below(PIECES.len())])
-            .collect();
-        let len = 64 + rng.below(400);
-        let mut text = String::new();
-        while text.len() < len {
-            if rng.below(200) == 0 {
-                text.push_str(RARE[rng.below(RARE.len())]);
-            } else {
-                text.push_str(sub[rng.below(sub.len())]);
+    for (name, pattern, scan) in [
+        ("cl100k", CL100K_PATTERN, scan_cl100k as Scanner),
+        ("o200k", O200K_PATTERN, scan_o200k),
+    ] {
+        let re = PreTokenizer::regex(pattern).unwrap();
+        let mut rng = Rng(0x00C1_100C);
+        for case in 0..6_000 {
+            let sub: Vec<&str> = (0..rng.below(10) + 3)
+                .map(|_| PIECES[rng.below(PIECES.len())])
+                .collect();
+            let len = 64 + rng.below(400);
+            let mut text = String::new();
+            while text.len() < len {
+                if rng.below(200) == 0 {
+                    text.push_str(RARE[rng.below(RARE.len())]);
+                } else {
+                    text.push_str(sub[rng.below(sub.len())]);
+                }
             }
-        }
-        if scan_cl100k(&text) != reference(&re, &text) {
-            let min = shrink(text.clone(), |t| scan_cl100k(t) != reference(&re, t));
-            panic!(
-                "case {case}: input {text:?}\nminimal {min:?}\n  scanner {:?}\n  regex   {:?}",
-                scan_cl100k(&min),
+            if scan(&text) != reference(&re, &text) {
+                let min = shrink(text.clone(), |t| scan(t) != reference(&re, t));
+                panic!(
+                "{name}: case {case}: input {text:?}\nminimal {min:?}\n  scanner {:?}\n  regex   {:?}",
+                scan(&min),
                 reference(&re, &min)
             );
+            }
         }
     }
 }

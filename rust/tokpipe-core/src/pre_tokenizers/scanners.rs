@@ -37,7 +37,7 @@
 //! (Over 500 lines: the class table and the run helpers (about 290 lines) are shared by the three
 //! scanners (about 225); the tests are in `scanner_tests.rs`.)
 
-use super::cl100k_windows::{cl100k_window, WINDOW};
+use super::ascii_windows::windowed;
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 
 /// `\s`: Unicode White_Space, as in the regex crate.
@@ -403,32 +403,10 @@ fn gpt2_piece(b: &[u8], i: usize) -> usize {
 /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|`
 /// `\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
 ///
-/// Texts are cut a window of 64 bytes at a time ([`cl100k_windows`]) while the window is
-/// ASCII; where a window settles less than a quarter of itself (non-ASCII text, a long run of
-/// whitespace), the next 64 bytes go piece by piece through [`cl100k_piece`], as does a text's
-/// end.
+/// ASCII is cut 64 bytes at a time ([`super::ascii_windows`]); the rest, piece by piece by
+/// [`cl100k_piece`].
 pub fn cl100k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b.len() - i >= WINDOW {
-            let start = i;
-            i = cl100k_window(text, i, emit);
-            if i - start >= WINDOW / 4 {
-                continue;
-            }
-            let stop = start + WINDOW;
-            while i < stop {
-                let end = cl100k_piece(b, i);
-                emit(piece(text, i, end));
-                i = end;
-            }
-            continue;
-        }
-        let end = cl100k_piece(b, i);
-        emit(piece(text, i, end));
-        i = end;
-    }
+    windowed::<false>(text, emit, cl100k_piece);
 }
 
 /// End of the piece starting at `i`. Unlike GPT-2, any char but a newline, letter or digit can
@@ -478,14 +456,11 @@ fn cl100k_piece(b: &[u8], i: usize) -> usize {
 }
 
 /// Splits `text` as `O200K_PATTERN` does (see there for the full pattern).
+///
+/// ASCII is cut 64 bytes at a time, as in [`cl100k`]; the rest, piece by piece by
+/// [`o200k_piece`].
 pub fn o200k<'a>(text: &'a str, emit: &mut impl FnMut(&'a str)) {
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let end = o200k_piece(b, i);
-        emit(piece(text, i, end));
-        i = end;
-    }
+    windowed::<true>(text, emit, o200k_piece);
 }
 
 /// `[U]*[W]+` from `s` with the regex's backtracking: the greedy `[U]*` run gives chars back

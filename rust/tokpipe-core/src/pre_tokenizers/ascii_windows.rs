@@ -51,6 +51,10 @@ pub(super) struct Masks {
     /// The space char itself.
     pub(super) blank: u64,
     pub(super) apostrophe: u64,
+    /// `a`..=`z` (o200k's words split where an upper-case letter follows one of these).
+    pub(super) lower: u64,
+    /// `/` (o200k's punctuation pieces take the `/` and newlines after them).
+    pub(super) slash: u64,
 }
 
 /// The masks of `w`, one table lookup a byte: the reference for [`masks`] (and its portable
@@ -67,6 +71,8 @@ pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
         newline: 0,
         blank: 0,
         apostrophe: 0,
+        lower: 0,
+        slash: 0,
     };
     for (k, &x) in w.iter().enumerate().take(ascii as usize) {
         let c = ASCII[x as usize];
@@ -77,6 +83,8 @@ pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
         m.newline |= bit * (c & NL != 0) as u64;
         m.blank |= bit * (x == b' ') as u64;
         m.apostrophe |= bit * (x == b'\'') as u64;
+        m.lower |= bit * x.is_ascii_lowercase() as u64;
+        m.slash |= bit * (x == b'/') as u64;
     }
     m
 }
@@ -89,7 +97,7 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
     // SAFETY: SSE2 is part of x86-64; the four unaligned loads read the window's 64 bytes.
     unsafe {
         let splat = |x: u8| _mm_set1_epi8(x as i8);
-        let mut bits = [0u64; 7];
+        let mut bits = [0u64; 9];
         for q in 0..4 {
             let v = _mm_loadu_si128(w.as_ptr().add(16 * q) as *const __m128i);
             // Signed compares are right for ASCII (0..=127); non-ASCII bytes are cut off below.
@@ -109,11 +117,13 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
                 _mm_cmpeq_epi8(v, splat(b'\r')),
             );
             let apostrophe = _mm_cmpeq_epi8(v, splat(b'\''));
+            let lower = between(b'a', b'z', v);
+            let slash = _mm_cmpeq_epi8(v, splat(b'/'));
             let shift = 16 * q;
-            for (slot, m) in bits
-                .iter_mut()
-                .zip([v, letter, digit, space, newline, blank, apostrophe])
-            {
+            let all = [
+                v, letter, digit, space, newline, blank, apostrophe, lower, slash,
+            ];
+            for (slot, m) in bits.iter_mut().zip(all) {
                 *slot |= ((_mm_movemask_epi8(m) as u32 & 0xFFFF) as u64) << shift;
             }
         }
@@ -127,6 +137,8 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
             newline: bits[4] & keep,
             blank: bits[5] & keep,
             apostrophe: bits[6] & keep,
+            lower: bits[7] & keep,
+            slash: bits[8] & keep,
         }
     }
 }
@@ -167,10 +179,10 @@ fn contraction(w: &[u8; WINDOW], p: usize) -> u32 {
     }
 }
 
-/// The piece starts of window `w` (bit 0 always: the window starts at a piece start), and the
-/// last bit up to which they are certain.
+/// The piece starts of window `w` for cl100k, or for o200k when `O200K` (bit 0 always: the
+/// window starts at a piece start), and the last bit up to which they are certain.
 #[inline(always)]
-pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
+pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
     let prev = |x: u64| x << 1;
     let next = |x: u64| x >> 1;
     let other = below(m.ascii) & !(m.letter | m.digit | m.space);
@@ -179,29 +191,58 @@ pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
     let digit_run = m.digit & !prev(m.digit);
     let other_run = other & !prev(other);
     let space_run = m.space & !prev(m.space);
-    // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead.
-    let other_start = other_run & !prev(m.blank);
 
-    // Contractions, at an apostrophe that starts a piece.
+    // The newlines after an "other" run belong to its piece (cl100k's `[\r\n]*+`). o200k's
+    // `[\r\n/]*` takes slashes too: in a run of newlines and slashes, everything from the first
+    // newline that follows an "other" char (a slash of the run included) is taken. With two
+    // such newlines in one run the add's carry skips the second, which is put back.
+    let taken_run = if O200K {
+        m.newline | m.slash
+    } else {
+        m.newline
+    };
+    let taken_first = m.newline & prev(other);
+    let taken = runs_from(taken_run, taken_first) | taken_first;
+    let after_taken = prev(taken) & !taken & below(m.ascii);
+
+    // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead.
+    let other_start = ((other_run & !taken) | (after_taken & other)) & !prev(m.blank);
+
+    // Contractions: cl100k's stand alone, at an apostrophe that starts a piece; o200k's end the
+    // word before them.
     let (mut two, mut three) = (0u64, 0u64);
-    let mut quotes = m.apostrophe & other_start;
+    let mut quotes = m.apostrophe & if O200K { prev(m.letter) } else { other_start };
+    // (o200k: an apostrophe right after a contraction follows no word: its piece starts there.)
+    let mut contraction_end = u32::MAX;
     while quotes != 0 {
         let p = quotes.trailing_zeros();
+        quotes &= quotes - 1;
+        if O200K && p == contraction_end {
+            continue;
+        }
         match contraction(w, p as usize) {
             2 => two |= 1 << p,
             3 => three |= 1 << p,
-            _ => {}
+            _ => continue,
         }
-        quotes &= quotes - 1;
+        contraction_end = p + contraction(w, p as usize);
     }
     let contracted = two | three;
     let after_contraction = (two << 2) | (three << 3);
+    // An o200k contraction's apostrophe and letters start nothing.
+    let inside_contraction = contracted | prev(contracted) | (three << 2);
 
     // `[^\r\n\p{L}\p{N}]?+\p{L}++`: the char before a letter run prefixes it when it is
     // whitespace but a newline, or a lone "other" char that starts a piece.
     let prefix = next(letter_run) & (tab | (other_start & !contracted));
-    let letters =
-        (letter_run & !prev(prefix | contracted)) | prefix | contracted | after_contraction;
+    let mut letters = (letter_run & !prev(prefix)) | prefix;
+    if O200K {
+        // `[U]*[W]+|[U]+[W]*`: a word ends where an upper-case letter follows a lower-case one.
+        let upper = m.letter & !m.lower;
+        letters |= upper & prev(m.lower);
+    } else {
+        letters = (letters & !prev(contracted)) | contracted | after_contraction;
+    }
 
     // `\p{N}{1,3}+`: every third digit of a run.
     let three_digits = m.digit & prev(m.digit) & prev(prev(m.digit));
@@ -214,10 +255,6 @@ pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
         digits |= third;
     }
 
-    // `[\r\n]*+` after an "other" run takes the newlines that follow it; the whitespace run
-    // then starts after them.
-    let taken = runs_from(m.newline, m.newline & prev(other));
-    let after_taken = prev(taken) & !taken & m.space;
     // `\s+(?!\S)` and `\s`: the last char of a run (but a newline, which `\s*[\r\n]` ends on).
     let last = tab & !next(m.space);
     // `\s*[\r\n]` ends after a run's last newline; the whitespace after it starts a piece.
@@ -230,9 +267,12 @@ pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
         let r_ends = r_space & !(r_space << 1) & r_tab;
         runs_from(r_tab, r_ends).reverse_bits() & prev(m.newline)
     };
-    let spaces = (space_run & !taken) | after_taken | last | after_newline;
+    let spaces = (space_run & !taken) | last | after_newline;
 
-    let all = 1 | letters | digits | other_start | spaces;
+    let mut all = 1 | letters | digits | other_start | spaces | after_taken;
+    if O200K {
+        all = (all & !inside_contraction) | after_contraction;
+    }
 
     // Certain up to four bytes before the end, and before a whitespace run that reaches there.
     let mut limit = m.ascii.saturating_sub(4);
@@ -242,13 +282,54 @@ pub(super) fn starts(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
     (all & below(limit + 1), limit)
 }
 
-/// Gives out the pieces of `text` from `i` (a piece start, with at least [`WINDOW`] bytes from
-/// there) that one window settles, and returns where the next piece starts.
+/// Splits `text` for cl100k or (`O200K`) o200k: ASCII a window at a time, the rest with
+/// `piece_end` (the scalar scanner's "end of the piece starting at `i`").
+///
+/// A window that settles less than a quarter of itself (non-ASCII text, a long whitespace run)
+/// is followed by a stretch of `piece_end`, 64 bytes after one such window and twice as long
+/// after each further one in a row, up to 1 KiB: on text in other scripts, where windows
+/// rarely get far, their masks then cost little (without the back-off, 24 languages of manual
+/// pages were scanned about 5% slower than by `piece_end` alone).
 #[inline(always)]
-pub(super) fn cl100k_window<'a>(text: &'a str, i: usize, emit: &mut impl FnMut(&'a str)) -> usize {
+pub(super) fn windowed<'a, const O200K: bool>(
+    text: &'a str,
+    emit: &mut impl FnMut(&'a str),
+    piece_end: impl Fn(&[u8], usize) -> usize,
+) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut misses = 0u32;
+    while i < b.len() {
+        if b.len() - i >= WINDOW {
+            let start = i;
+            i = window::<O200K>(text, i, emit);
+            if i - start >= WINDOW / 4 {
+                misses = 0;
+                continue;
+            }
+            let stop = (start + (WINDOW << misses)).min(b.len());
+            misses = (misses + 1).min(4);
+            while i < stop {
+                let end = piece_end(b, i);
+                emit(piece(text, i, end));
+                i = end;
+            }
+            continue;
+        }
+        let end = piece_end(b, i);
+        emit(piece(text, i, end));
+        i = end;
+    }
+}
+
+/// Gives out the pieces of `text` from `i` (a piece start, with at least [`WINDOW`] bytes from
+/// there) that one window settles, for cl100k or (`O200K`) o200k, and returns where the next
+/// piece starts.
+#[inline(always)]
+fn window<'a, const O200K: bool>(text: &'a str, i: usize, emit: &mut impl FnMut(&'a str)) -> usize {
     let w: &[u8; WINDOW] = text.as_bytes()[i..i + WINDOW].try_into().unwrap();
     let m = masks(w);
-    let (mut starts, _) = starts(w, &m);
+    let (mut starts, _) = starts::<O200K>(w, &m);
     let mut from = i;
     starts &= starts - 1;
     while starts != 0 {
