@@ -36,12 +36,15 @@ use super::scanners::piece;
 /// Bytes a window looks at.
 pub(super) const WINDOW: usize = 64;
 
-/// The class masks of one window: bit `k` is the byte at the window's start plus `k`. Bits of
-/// non-ASCII bytes, and of every byte after the first of them, are clear in all masks.
+/// The class masks of one window: bit `k` is the byte at the window's start plus `k`. As
+/// [`masks`] gives them, ASCII bytes only; [`with_letters`] then adds the non-ASCII letters and
+/// clears every bit from the first char the window cannot class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Masks {
-    /// Bytes before the first non-ASCII byte (64 when there is none).
-    pub(super) ascii: u32,
+    /// Bytes before the first char the window cannot class (64 when there is none).
+    pub(super) known: u32,
+    /// Non-ASCII bytes.
+    pub(super) high: u64,
     pub(super) letter: u64,
     pub(super) digit: u64,
     /// `\s` in ASCII: space, `\t`, `\n`, `\v`, `\f`, `\r`.
@@ -51,7 +54,8 @@ pub(super) struct Masks {
     /// The space char itself.
     pub(super) blank: u64,
     pub(super) apostrophe: u64,
-    /// `a`..=`z` (o200k's words split where an upper-case letter follows one of these).
+    /// o200k's lower-case class (`a`..=`z` in ASCII): its words split where an upper-case
+    /// letter follows one of these.
     pub(super) lower: u64,
     /// `/` (o200k's punctuation pieces take the `/` and newlines after them).
     pub(super) slash: u64,
@@ -62,9 +66,9 @@ pub(super) struct Masks {
 #[cfg(any(test, not(target_arch = "x86_64")))]
 pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
     use super::scanners::{ASCII, L, N, NL, WS};
-    let ascii = w.iter().position(|&x| x >= 0x80).unwrap_or(WINDOW) as u32;
     let mut m = Masks {
-        ascii,
+        known: WINDOW as u32,
+        high: 0,
         letter: 0,
         digit: 0,
         space: 0,
@@ -74,9 +78,13 @@ pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
         lower: 0,
         slash: 0,
     };
-    for (k, &x) in w.iter().enumerate().take(ascii as usize) {
-        let c = ASCII[x as usize];
+    for (k, &x) in w.iter().enumerate() {
         let bit = 1u64 << k;
+        if x >= 0x80 {
+            m.high |= bit;
+            continue;
+        }
+        let c = ASCII[x as usize];
         m.letter |= bit * (c & L != 0) as u64;
         m.digit |= bit * (c & N != 0) as u64;
         m.space |= bit * (c & WS != 0) as u64;
@@ -100,7 +108,7 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
         let mut bits = [0u64; 9];
         for q in 0..4 {
             let v = _mm_loadu_si128(w.as_ptr().add(16 * q) as *const __m128i);
-            // Signed compares are right for ASCII (0..=127); non-ASCII bytes are cut off below.
+            // Signed compares: a non-ASCII byte is negative, below every bound.
             let between = |lo: u8, hi: u8, x: __m128i| {
                 _mm_and_si128(
                     _mm_cmpgt_epi8(x, splat(lo - 1)),
@@ -127,18 +135,17 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
                 *slot |= ((_mm_movemask_epi8(m) as u32 & 0xFFFF) as u64) << shift;
             }
         }
-        let ascii = bits[0].trailing_zeros();
-        let keep = below(ascii);
         Masks {
-            ascii,
-            letter: bits[1] & keep,
-            digit: bits[2] & keep,
-            space: bits[3] & keep,
-            newline: bits[4] & keep,
-            blank: bits[5] & keep,
-            apostrophe: bits[6] & keep,
-            lower: bits[7] & keep,
-            slash: bits[8] & keep,
+            known: WINDOW as u32,
+            high: bits[0],
+            letter: bits[1],
+            digit: bits[2],
+            space: bits[3],
+            newline: bits[4],
+            blank: bits[5],
+            apostrophe: bits[6],
+            lower: bits[7],
+            slash: bits[8],
         }
     }
 }
@@ -147,6 +154,55 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
 #[inline(always)]
 pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
     masks_by_table(w)
+}
+
+/// Adds the window's non-ASCII letters to `m` (every byte of such a char is a letter: the
+/// rules then see one letter per byte, which splits no run differently), and clears every
+/// mask from the first non-ASCII char that is not one, or is not whole in the window. Letters
+/// the rules would get wrong are not taken: `ſ` (a contraction's `s` under case folding) and,
+/// for o200k, letters in both of its case classes (`\p{Lm}`, `\p{Lo}`, whose runs the pattern
+/// splits by backtracking).
+#[inline(always)]
+fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
+    use super::scanners::{class_of_non_ascii, decode_multi, L, LO, UP};
+    let mut rest = m.high;
+    while rest != 0 {
+        let k = rest.trailing_zeros() as usize;
+        // The window starts on a char boundary and steps over whole chars, so `k` is a lead
+        // byte.
+        let n = match w[k] {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+        if k + n > WINDOW {
+            m.known = k as u32;
+            break;
+        }
+        let (c, _) = decode_multi(w, k);
+        let class = class_of_non_ascii(c);
+        let one_case = (class & UP != 0) != (class & LO != 0);
+        if class & L == 0 || c == '\u{17F}' || (O200K && !one_case) {
+            m.known = k as u32;
+            break;
+        }
+        let bits = ((1u64 << n) - 1) << k;
+        m.letter |= bits;
+        if class & LO != 0 {
+            m.lower |= bits;
+        }
+        rest &= !bits;
+    }
+    let keep = below(m.known);
+    m.letter &= keep;
+    m.digit &= keep;
+    m.space &= keep;
+    m.newline &= keep;
+    m.blank &= keep;
+    m.apostrophe &= keep;
+    m.lower &= keep;
+    m.slash &= keep;
+    m
 }
 
 /// Bits `0..n` set (`n` up to 64).
@@ -185,7 +241,7 @@ fn contraction(w: &[u8; WINDOW], p: usize) -> u32 {
 pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
     let prev = |x: u64| x << 1;
     let next = |x: u64| x >> 1;
-    let other = below(m.ascii) & !(m.letter | m.digit | m.space);
+    let other = below(m.known) & !(m.letter | m.digit | m.space);
     let tab = m.space & !m.newline;
     let letter_run = m.letter & !prev(m.letter);
     let digit_run = m.digit & !prev(m.digit);
@@ -203,7 +259,7 @@ pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u3
     };
     let taken_first = m.newline & prev(other);
     let taken = runs_from(taken_run, taken_first) | taken_first;
-    let after_taken = prev(taken) & !taken & below(m.ascii);
+    let after_taken = prev(taken) & !taken & below(m.known);
 
     // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead.
     let other_start = ((other_run & !taken) | (after_taken & other)) & !prev(m.blank);
@@ -275,7 +331,7 @@ pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u3
     }
 
     // Certain up to four bytes before the end, and before a whitespace run that reaches there.
-    let mut limit = m.ascii.saturating_sub(4);
+    let mut limit = m.known.saturating_sub(4);
     if m.space >> limit & 1 != 0 {
         limit = 63 - (space_run & below(limit + 1)).leading_zeros();
     }
@@ -328,7 +384,7 @@ pub(super) fn windowed<'a, const O200K: bool>(
 #[inline(always)]
 fn window<'a, const O200K: bool>(text: &'a str, i: usize, emit: &mut impl FnMut(&'a str)) -> usize {
     let w: &[u8; WINDOW] = text.as_bytes()[i..i + WINDOW].try_into().unwrap();
-    let m = masks(w);
+    let m = with_letters::<O200K>(w, masks(w));
     let (mut starts, _) = starts::<O200K>(w, &m);
     let mut from = i;
     starts &= starts - 1;

@@ -314,6 +314,33 @@ fn windows_match_regex_on_long_random_strings() {
     const RARE: &[&str] = &[
         "é", "\u{A0}", "\u{85}", "日本", "ſ", "’", "😀", "\u{2028}", "٣",
     ];
+    // Letters the windows take (one case, both, titlecase, 2 to 4 bytes) and marks they do not.
+    const LETTERS: &[&str] = &[
+        "é",
+        "É",
+        "ß",
+        "ж",
+        "Ж",
+        "ω",
+        "Ω",
+        "ǅ",
+        "ʰ",
+        "ª",
+        "İ",
+        "ı",
+        "\u{212A}",
+        "日",
+        "の",
+        "ア",
+        "𝐀",
+        "𐐨",
+        "\u{301}",
+        "\u{903}",
+        "ſ",
+        "Straße",
+        "Привет",
+        "мир",
+    ];
     for (name, pattern, scan) in [
         ("cl100k", CL100K_PATTERN, scan_cl100k as Scanner),
         ("o200k", O200K_PATTERN, scan_o200k),
@@ -329,6 +356,8 @@ fn windows_match_regex_on_long_random_strings() {
             while text.len() < len {
                 if rng.below(200) == 0 {
                     text.push_str(RARE[rng.below(RARE.len())]);
+                } else if case % 2 == 1 && rng.below(6) == 0 {
+                    text.push_str(LETTERS[rng.below(LETTERS.len())]);
                 } else {
                     text.push_str(sub[rng.below(sub.len())]);
                 }

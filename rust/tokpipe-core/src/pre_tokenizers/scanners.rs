@@ -49,9 +49,9 @@ pub(super) const N: u8 = 1 << 2;
 /// `[\r\n]` (always together with `WS`).
 pub(super) const NL: u8 = 1 << 3;
 /// o200k's "upper" class `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
-const UP: u8 = 1 << 4;
+pub(super) const UP: u8 = 1 << 4;
 /// o200k's "lower" class `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-const LO: u8 = 1 << 5;
+pub(super) const LO: u8 = 1 << 5;
 /// A char with none of these bits is in `[^\s\p{L}\p{N}]` ("other").
 const WLN: u8 = WS | L | N;
 
@@ -82,7 +82,7 @@ pub(super) static ASCII: [u8; 128] = {
 /// Class bits of a non-ASCII char. White_Space outside ASCII is exactly Zs, Zl, Zp and U+0085
 /// (checked exhaustively against the regex crate in the tests), so one category lookup suffices.
 #[inline]
-fn class_of_non_ascii(c: char) -> u8 {
+pub(super) fn class_of_non_ascii(c: char) -> u8 {
     // NEL is tested first so that every arm below is a constant and the match becomes a table.
     if c == '\u{85}' {
         return WS;
@@ -112,7 +112,7 @@ fn class_of(c: char) -> u8 {
 /// Decodes the multi-byte char starting at `i`. `b` comes from a `&str` and `i` is on a char
 /// boundary, so the sequence is complete and valid; the out-of-range fallback is never taken.
 #[inline(always)]
-fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
+pub(super) fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
     let x = b[i] as u32;
     let (cp, n) = if x < 0xE0 {
         (((x & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
