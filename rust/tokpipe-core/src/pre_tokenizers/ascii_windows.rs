@@ -1,18 +1,19 @@
-//! cl100k's pieces in windows of 64 ASCII bytes, found with bit masks instead of a branch per
-//! piece.
+//! cl100k's and o200k's pieces in windows of 64 bytes, found with bit masks instead of a branch
+//! per piece.
 //!
-//! Why: the scalar scanner ([`super::scanners::cl100k`]) decides each piece's branch from the
-//! class of its first chars, and on English text the kinds of consecutive pieces (a word, a
-//! space and a word, punctuation, a newline) follow no pattern a branch predictor learns, so
-//! most pieces pay a mispredicted branch or two. Here the classes of 64 bytes are computed at
-//! once (SSE2 compares on x86-64, which every x86-64 CPU has), every piece start of the window is
-//! derived from them with shifts, masks and one carry-propagating add per rule, and the pieces
-//! are cut between consecutive set bits. gigatoken's scanners take the same approach (masks of
-//! 64 bytes, "boundary algebra"); this one is written from the pattern, not from their code.
+//! Why: the scalar scanners ([`super::scanners`]) decide each piece's branch from the class of
+//! its first chars, and on English text the kinds of consecutive pieces (a word, a space and a
+//! word, punctuation, a newline) follow no pattern a branch predictor learns, so most pieces
+//! pay a mispredicted branch or two. Here the classes of 64 bytes are computed at once (SSE2
+//! compares on x86-64, which every x86-64 CPU has; a table lookup a byte elsewhere), every piece
+//! start of the window is derived from them with shifts, masks and carry-propagating adds, and
+//! the pieces are cut between consecutive set bits. The scanners ran about twice as fast on
+//! English (benches/RESULTS.md, "Ninth step"). gigatoken's scanners take the same approach
+//! (masks of 64 bytes, "boundary algebra"); this one is written from the patterns.
 //!
-//! Exactness. A window starts at a piece start, and cl100k's pattern has no look-behind, so the
-//! pieces from there on depend only on the text from there on: bit 0 is treated as the start of
-//! a text. For ASCII, the pattern
+//! Exactness. A window starts at a piece start, and neither pattern looks behind, so the pieces
+//! from there on depend only on the text from there on: bit 0 is treated as the start of a
+//! text. In the chars a window classes, cl100k's pattern
 //! `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
 //! starts a piece exactly at:
 //! - a run of letters, or the char before it when that char is whitespace other than `\r\n`,
@@ -23,13 +24,19 @@
 //! - a run of whitespace (after the newlines an "other" run took), the char after its last
 //!   `\r`/`\n` when whitespace follows it, and its last char when that is not `\r`/`\n`.
 //!
-//! A start near the end of the window depends on chars past it (a run's end, a contraction's
-//! letters, whether a whitespace run holds a newline), so only the pieces that end at or
-//! before a start known for certain are given out: one at least four bytes before the end, and
-//! before the whitespace run that reaches there. The next window starts at that start. A window
-//! ends early at the first non-ASCII byte; the caller's scalar scanner takes over there (and for
-//! the last 63 bytes of a text). The tests compare the result with fancy-regex on random
-//! mostly-ASCII texts of hundreds of bytes and on the shared corpora.
+//! o200k's pattern differs in three places: a word also ends where an upper-case letter follows
+//! a lower-case one; a contraction ends the word before it instead of standing alone; and a
+//! punctuation run takes `/` as well as newlines after it.
+//!
+//! A window classes ASCII and non-ASCII letters (each byte of such a char is marked a letter,
+//! which changes no rule above); it ends at any other char. A start near the end of the window
+//! depends on chars past it (a run's end, a contraction's letters, whether a whitespace run
+//! holds a newline), so only the pieces that end at a start known for certain are given out:
+//! one at least four bytes before the end, and before the whitespace run that reaches there.
+//! The next window starts at that start. Where windows stop early, the scalar scanner takes
+//! over for a stretch, as it does for the last 63 bytes of a text ([`windowed`]). The tests
+//! compare the result with fancy-regex on random texts of hundreds of bytes, mostly ASCII, and
+//! on the shared corpora.
 
 use super::scanners::piece;
 
