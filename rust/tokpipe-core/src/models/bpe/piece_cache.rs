@@ -33,8 +33,9 @@
 //!   no waiting.
 //! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes, and shorter ones of more than [`MAX_IDS`] ids
 //!   (long words, rules of `=====`, words of non-Latin scripts: where the merge loop costs
-//!   most) go to a second, ordinary hash map of boxed bytes, emptied whenever its keys and ids
-//!   pass [`LONG_BYTES`] (8 MiB, about twice that with the map's overhead). Longer pieces are
+//!   most) go to a second map (`models::long_keys`: keys and ids in two arenas, found through
+//!   a hash table), emptied whenever its keys and ids pass [`LONG_BYTES`] (8 MiB, up to about
+//!   twice that with the table and the arenas' spare room). Longer pieces are
 //!   merged every time. Why 8 MiB: text in non-Latin scripts has many such pieces (24
 //!   languages of manual pages: 62,381 distinct ones of 16 bytes or more, 5.2 MB of them), and
 //!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
@@ -54,8 +55,8 @@
 //! neighbour buckets and long map share its memory bound.)
 
 use super::huge_table::HugeTable;
+use crate::models::long_keys::LongKeys;
 pub(super) use crate::models::packed_key::{hash_key, key_of, key_within};
-use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 
 /// Longest piece cached, in bytes (its bytes and length fit a `u128` key).
@@ -67,8 +68,8 @@ pub(super) const MAX_IDS: usize = 3;
 /// Longest piece the second map keeps, in bytes.
 pub(super) const MAX_LONG_PIECE: usize = 256;
 
-/// Bytes of keys and ids the second map holds before it is emptied (about twice that in
-/// memory, with the map's own overhead).
+/// Bytes of keys and ids the second map holds before it is emptied (up to about twice that in
+/// memory, with its table and the arenas' spare room).
 const LONG_BYTES: usize = 8 << 20;
 
 /// Buckets of the table; each holds two slots in one 64-byte line.
@@ -140,15 +141,10 @@ struct Bucket([Slot; 2]);
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
-/// The ids of a piece in the long map, and the cache id of the model that made them.
-type LongEntry = (u32, Box<[u32]>);
-
 pub(super) struct PieceCache {
     buckets: HugeTable<Bucket>,
     /// Pieces longer than [`MAX_PIECE`] or of more than [`MAX_IDS`] ids.
-    long: FxHashMap<Box<[u8]>, LongEntry>,
-    /// Bytes of keys and ids in `long`.
-    long_bytes: usize,
+    long: LongKeys,
 }
 
 thread_local! {
@@ -168,8 +164,7 @@ impl PieceCache {
     fn new() -> Self {
         PieceCache {
             buckets: HugeTable::filled(BUCKETS, Bucket([EMPTY; 2])),
-            long: FxHashMap::default(),
-            long_bytes: 0,
+            long: LongKeys::default(),
         }
     }
 
@@ -282,28 +277,21 @@ impl PieceCache {
     /// Appends the cached ids of a long piece under `model` to `out`; false on a miss.
     #[inline]
     pub(super) fn get_long(&self, model: u32, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        match self.long.get(piece) {
-            Some((m, ids)) if *m == model => {
+        match self.long.get(model, piece) {
+            Some(ids) => {
                 out.extend_from_slice(ids);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
     /// Remembers the ids of a long piece under `model`, emptying the map first when it is full.
     pub(super) fn put_long(&mut self, model: u32, piece: &[u8], ids: &[u32]) {
-        let size = piece.len() + 4 * ids.len();
-        if self.long_bytes + size > LONG_BYTES {
-            self.long = FxHashMap::default();
-            self.long_bytes = 0;
+        if self.long.bytes() + piece.len() + 4 * ids.len() > LONG_BYTES {
+            self.long.clear();
         }
-        let old = self.long.insert(piece.into(), (model, ids.into()));
-        self.long_bytes += size;
-        if let Some((_, old_ids)) = old {
-            // The same bytes under another model: its key was counted already.
-            self.long_bytes -= piece.len() + 4 * old_ids.len();
-        }
+        self.long.insert(model, piece, ids);
     }
 }
 
@@ -431,7 +419,7 @@ pub(super) mod tests {
         let count = 3 * LONG_BYTES / per_entry;
         for i in 0..count {
             cache.put_long(1, piece(i).as_bytes(), &[i as u32]);
-            assert!(cache.long_bytes <= LONG_BYTES);
+            assert!(cache.long.bytes() <= LONG_BYTES);
         }
         let mut out = Vec::new();
         assert!(cache.get_long(1, piece(count - 1).as_bytes(), &mut out));

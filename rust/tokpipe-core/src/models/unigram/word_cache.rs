@@ -20,9 +20,10 @@
 //!   emptied when full with the ids in an arena, read three lines a hit and spent most of its
 //!   time waiting on them, on text with many words seen once.)
 //! - A short word of more ids, and a word of 16 to [`MAX_WORD`] bytes, keeps its ids (and a
-//!   long word its bytes) in two arenas: a short one's slot points into the ids arena, a long
-//!   one is found through a hash table. All of it is emptied (keeping its allocations) once
-//!   the table holds [`MAX_ENTRIES`] long words or the arenas [`MAX_ARENA_BYTES`] bytes.
+//!   long word its bytes) in two arenas (`models::long_keys`, shared with the BPE piece
+//!   cache): a short one's slot points into the ids arena, a long one is found through a hash
+//!   table. All of it is emptied (keeping its allocations) once the table holds
+//!   [`MAX_ENTRIES`] long words or the arenas [`MAX_ARENA_BYTES`] bytes.
 //!   About 6 MiB a thread that encodes, never growing with the input.
 //!
 //! Ids never depend on the cache: an entry is the Viterbi's own output for that word and
@@ -32,10 +33,9 @@
 //! Viterbi; the rest is one cache in two tables and the lookahead queue in front of it.)
 
 use super::UnigramModel;
+use crate::models::long_keys::LongKeys;
 use crate::models::packed_key::{hash_key, key_of, MAX_PACKED};
-use hashbrown::HashTable;
 use std::cell::RefCell;
-use std::hash::Hasher;
 
 /// Longest word cached, in bytes.
 pub(super) const MAX_WORD: usize = 64;
@@ -84,35 +84,17 @@ struct Bucket([Slot; 2]);
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
-/// A long word: its bytes and ids in the arenas.
-#[derive(Clone, Copy)]
-struct LongEntry {
-    model: u32,
-    key_at: u32,
-    ids_at: u32,
-    key_len: u8,
-    ids_len: u8,
-}
-
 /// Words seen on this thread and their ids.
 #[derive(Default)]
 pub(super) struct WordCache {
     /// [`FRONT_BUCKETS`] buckets, allocated on first use.
     front: Box<[Bucket]>,
-    long: HashTable<LongEntry>,
-    keys: Vec<u8>,
-    ids: Vec<u32>,
+    /// Long words, and the ids of short words of more ids than a slot holds.
+    long: LongKeys,
 }
 
 thread_local! {
     static CACHE: RefCell<WordCache> = RefCell::new(WordCache::default());
-}
-
-fn hash_word(model: u32, word: &[u8]) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    h.write_u32(model);
-    h.write(word);
-    h.finish()
 }
 
 /// Appends a slot's inline ids to `out`.
@@ -164,16 +146,12 @@ impl WordCache {
     fn clear(&mut self) {
         self.front.fill(Bucket([EMPTY; 2]));
         self.long.clear();
-        self.keys.clear();
-        self.ids.clear();
     }
 
     /// Empties the cache if `extra` more bytes of keys and ids (and one more long word, with
     /// `long`) would pass its bound.
     fn make_room(&mut self, extra: usize, long: bool) {
-        if (long && self.long.len() >= MAX_ENTRIES)
-            || self.keys.len() + 4 * self.ids.len() + extra > MAX_ARENA_BYTES
-        {
+        if (long && self.long.len() >= MAX_ENTRIES) || self.long.bytes() + extra > MAX_ARENA_BYTES {
             self.clear();
         }
     }
@@ -217,8 +195,7 @@ impl WordCache {
             let slot = bucket.0[way];
             if slot.key == key && slot.model == model.cache_id {
                 if slot.ids[0] == SPILLED {
-                    let (from, len) = (slot.ids[1] as usize, slot.ids[2] as usize);
-                    out.extend_from_slice(&self.ids[from..from + len]);
+                    out.extend_from_slice(self.long.ids(slot.ids[1], slot.ids[2]));
                 } else {
                     push_inline(&slot.ids, narrow, out);
                 }
@@ -239,8 +216,7 @@ impl WordCache {
             Some(ids) => ids,
             None => {
                 self.make_room(4 * new_ids.len(), false);
-                let from = self.ids.len() as u32;
-                self.ids.extend_from_slice(new_ids);
+                let from = self.long.push_ids(new_ids);
                 [SPILLED, from, new_ids.len() as u32]
             }
         };
@@ -256,17 +232,8 @@ impl WordCache {
 
     fn encode_long(&mut self, model: &UnigramModel, word: &str, out: &mut Vec<u32>) {
         let bytes = word.as_bytes();
-        let hash = hash_word(model.cache_id, bytes);
-        let WordCache {
-            long, keys, ids, ..
-        } = self;
-        let hit = long.find(hash, |e| {
-            e.model == model.cache_id
-                && e.key_len as usize == bytes.len()
-                && &keys[e.key_at as usize..e.key_at as usize + bytes.len()] == bytes
-        });
-        if let Some(e) = hit {
-            out.extend_from_slice(&ids[e.ids_at as usize..e.ids_at as usize + e.ids_len as usize]);
+        if let Some(ids) = self.long.get(model.cache_id, bytes) {
+            out.extend_from_slice(ids);
             return;
         }
         let mark = out.len();
@@ -276,25 +243,7 @@ impl WordCache {
             return;
         }
         self.make_room(bytes.len() + 4 * new_ids.len(), true);
-        let WordCache {
-            long, keys, ids, ..
-        } = self;
-        let entry = LongEntry {
-            model: model.cache_id,
-            key_at: keys.len() as u32,
-            ids_at: ids.len() as u32,
-            key_len: bytes.len() as u8,
-            ids_len: new_ids.len() as u8,
-        };
-        keys.extend_from_slice(bytes);
-        ids.extend_from_slice(new_ids);
-        // Growing rehashes every entry from its word in the arena.
-        long.insert_unique(hash, entry, |e| {
-            hash_word(
-                e.model,
-                &keys[e.key_at as usize..e.key_at as usize + e.key_len as usize],
-            )
-        });
+        self.long.insert(model.cache_id, bytes, new_ids);
     }
 }
 
@@ -418,7 +367,7 @@ impl UnigramModel {
 fn thread_cache_size() -> (usize, usize) {
     CACHE.with(|cell| {
         let c = cell.borrow();
-        (c.long.len(), c.keys.len() + 4 * c.ids.len())
+        (c.long.len(), c.long.bytes())
     })
 }
 
