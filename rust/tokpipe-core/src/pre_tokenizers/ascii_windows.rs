@@ -38,19 +38,19 @@
 //! compare the result with fancy-regex on random texts of hundreds of bytes, mostly ASCII, and
 //! on the shared corpora.
 
-use super::scanners::piece;
+use super::scanners::{contraction_fold, piece};
 
 /// Bytes a window looks at.
 pub(super) const WINDOW: usize = 64;
 
 /// The class masks of one window: bit `k` is the byte at the window's start plus `k`. As
 /// [`masks`] gives them, ASCII bytes only; [`with_letters`] then adds the non-ASCII letters and
-/// clears every bit from the first char the window cannot class.
+/// clears every class bit from the first char the window cannot class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Masks {
     /// Bytes before the first char the window cannot class (64 when there is none).
     pub(super) known: u32,
-    /// Non-ASCII bytes.
+    /// Non-ASCII bytes (never cleared: read only by `with_letters`).
     pub(super) high: u64,
     pub(super) letter: u64,
     pub(super) digit: u64,
@@ -222,30 +222,18 @@ fn below(n: u32) -> u64 {
     }
 }
 
-/// The bits of the runs of `run` that begin at a bit of `starts` (a subset of the runs'
-/// first bits): the add carries from each such first bit through its run.
+/// The bits of `run` from each bit of `starts` (bits of `run`) to the end of its run: the add
+/// carries from a start through the rest of its run. A later start in the same run is left
+/// out (the carry meets it), which the one caller that can have two puts back.
 #[inline(always)]
 fn runs_from(run: u64, starts: u64) -> u64 {
     (run.wrapping_add(starts) ^ run) & run
 }
 
-/// Length of the contraction (`'s`, `'ll`, ..., any case) starting at `w[p]`, 0 if none.
-/// Bytes past the window count as none: such a start lies where nothing is given out.
+/// The piece starts of window `w` for cl100k, or for o200k when `O200K`, up to the last one
+/// that is certain (bit 0 always: the window starts at a piece start).
 #[inline(always)]
-fn contraction(w: &[u8; WINDOW], p: usize) -> u32 {
-    let lower = |k: usize| w.get(k).map_or(0, |&x| x | 0x20);
-    match lower(p + 1) {
-        b's' | b'd' | b'm' | b't' => 2,
-        b'l' if lower(p + 2) == b'l' => 3,
-        b'v' | b'r' if lower(p + 2) == b'e' => 3,
-        _ => 0,
-    }
-}
-
-/// The piece starts of window `w` for cl100k, or for o200k when `O200K` (bit 0 always: the
-/// window starts at a piece start), and the last bit up to which they are certain.
-#[inline(always)]
-pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u32) {
+pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> u64 {
     let prev = |x: u64| x << 1;
     let next = |x: u64| x >> 1;
     let other = below(m.known) & !(m.letter | m.digit | m.space);
@@ -268,7 +256,8 @@ pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u3
     let taken = runs_from(taken_run, taken_first) | taken_first;
     let after_taken = prev(taken) & !taken & below(m.known);
 
-    // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead.
+    // ` ?[^\s\p{L}\p{N}]++`: a space before an "other" run starts the piece instead. (An
+    // "other" char right after taken ones starts a piece too: o200k's taken `/` are "other".)
     let other_start = ((other_run & !taken) | (after_taken & other)) & !prev(m.blank);
 
     // Contractions: cl100k's stand alone, at an apostrophe that starts a piece; o200k's end the
@@ -283,12 +272,14 @@ pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u3
         if O200K && p == contraction_end {
             continue;
         }
-        match contraction(w, p as usize) {
+        // (Past the window it reads none: such a start lies where nothing is given out.)
+        let length = contraction_fold(w, p as usize) as u32;
+        match length {
             2 => two |= 1 << p,
             3 => three |= 1 << p,
             _ => continue,
         }
-        contraction_end = p + contraction(w, p as usize);
+        contraction_end = p + length;
     }
     let contracted = two | three;
     let after_contraction = (two << 2) | (three << 3);
@@ -337,12 +328,13 @@ pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> (u64, u3
         all = (all & !inside_contraction) | after_contraction;
     }
 
-    // Certain up to four bytes before the end, and before a whitespace run that reaches there.
+    // Certain up to four bytes before the end (a start reads at most two bytes past itself),
+    // or, when that byte is whitespace, up to the start of its run (whose end is unknown).
     let mut limit = m.known.saturating_sub(4);
     if m.space >> limit & 1 != 0 {
         limit = 63 - (space_run & below(limit + 1)).leading_zeros();
     }
-    (all & below(limit + 1), limit)
+    all & below(limit + 1)
 }
 
 /// Splits `text` for cl100k or (`O200K`) o200k: ASCII a window at a time, the rest with
@@ -392,7 +384,7 @@ pub(super) fn windowed<'a, const O200K: bool>(
 fn window<'a, const O200K: bool>(text: &'a str, i: usize, emit: &mut impl FnMut(&'a str)) -> usize {
     let w: &[u8; WINDOW] = text.as_bytes()[i..i + WINDOW].try_into().unwrap();
     let m = with_letters::<O200K>(w, masks(w));
-    let (mut starts, _) = starts::<O200K>(w, &m);
+    let mut starts = starts::<O200K>(w, &m);
     let mut from = i;
     starts &= starts - 1;
     while starts != 0 {

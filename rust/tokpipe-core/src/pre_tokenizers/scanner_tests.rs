@@ -234,9 +234,10 @@ fn check_random(name: &str, case: usize, text: &str, scan: Scanner, re: &PreToke
 }
 
 /// The SSE2 masks of a window against one table lookup a byte, on windows of every byte value
-/// (ASCII-heavy ones too, so that the cut at the first non-ASCII byte falls anywhere).
+/// and ASCII-heavy ones (on other CPUs `masks` is that lookup, and the test compares it with
+/// itself).
 #[test]
-fn cl100k_window_masks_match_the_class_table() {
+fn window_masks_match_the_class_table() {
     use super::super::ascii_windows::{masks, masks_by_table, WINDOW};
     let mut rng = Rng(0x5EED_0F3A_5C00);
     for case in 0..20_000 {
@@ -259,8 +260,9 @@ fn cl100k_window_masks_match_the_class_table() {
 }
 
 /// Texts of hundreds of bytes, mostly ASCII, so that most of each goes through the 64-byte
-/// windows of `cl100k`, with every class boundary they decide landing at every offset of a
-/// window (and a non-ASCII char now and then, where a window ends early).
+/// windows of `cl100k` and `o200k`, with every class boundary they decide landing at every
+/// offset of a window; chars that end a window now and then, and in every other text, letters
+/// of 2 to 4 bytes that the windows take or not.
 #[test]
 fn windows_match_regex_on_long_random_strings() {
     const PIECES: &[&str] = &[
@@ -323,7 +325,8 @@ fn windows_match_regex_on_long_random_strings() {
     const RARE: &[&str] = &[
         "é", "\u{A0}", "\u{85}", "日本", "ſ", "’", "😀", "\u{2028}", "٣",
     ];
-    // Letters the windows take (one case, both, titlecase, 2 to 4 bytes) and marks they do not.
+    // Non-ASCII letters (one case class, both (not taken by o200k's windows), titlecase; 2 to 4
+    // bytes), `ſ` (never taken) and marks (not letters).
     const LETTERS: &[&str] = &[
         "é",
         "É",
@@ -372,6 +375,37 @@ fn windows_match_regex_on_long_random_strings() {
                 }
             }
             check_random(name, case, &text, scan, &re);
+        }
+    }
+}
+
+/// Whitespace runs that hold the byte where a window's certain part ends, with a newline before
+/// or after the window's end, at every offset: the window must stop at the run's start.
+#[test]
+fn windows_stop_before_a_whitespace_run_they_cannot_see_the_end_of() {
+    for (name, pattern, scan) in [
+        ("cl100k", CL100K_PATTERN, scan_cl100k as Scanner),
+        ("o200k", O200K_PATTERN, scan_o200k),
+    ] {
+        let re = PreTokenizer::regex(pattern).unwrap();
+        let words = "ab ".repeat(30);
+        for lead in 30..70 {
+            for run in 0..40 {
+                for (before, blank, tail) in [
+                    ("x\n", " ", "\nword"),
+                    ("x\n", "\t", "\n\nx"),
+                    ("!\n", " ", "x"),
+                    ("x ", "\u{A0}", "\n."),
+                    ("!\n\n", " ", "\n\n"),
+                ] {
+                    let text = format!(
+                        "{}{before}{}{tail} and more words after it, to fill one more window.",
+                        &words[..lead],
+                        blank.repeat(run)
+                    );
+                    check_random(name, lead * 100 + run, &text, scan, &re);
+                }
+            }
         }
     }
 }

@@ -307,7 +307,7 @@ fn contraction_exact(b: &[u8], i: usize) -> usize {
 /// The regex crate folds with Unicode simple case folding: of the letters involved only `s` has
 /// a non-ASCII variant (U+017F LATIN SMALL LETTER LONG S); the tests check every code point.
 #[inline(always)]
-fn contraction_fold(b: &[u8], i: usize) -> usize {
+pub(super) fn contraction_fold(b: &[u8], i: usize) -> usize {
     if b.get(i) != Some(&b'\'') {
         return 0;
     }
@@ -332,7 +332,9 @@ pub(super) fn piece(text: &str, i: usize, end: usize) -> &str {
     );
     // SAFETY: `i` and `end` are char boundaries within `text`: the scanners start at 0 and only
     // ever advance by whole UTF-8 sequences (the decoder's length or an ASCII byte), and every
-    // run stops at `text.len()`.
+    // run stops at `text.len()`. A window's starts (`ascii_windows`) are at most 60 bytes past
+    // its start, with 64 bytes of text there, and fall on an ASCII byte or a letter's lead byte:
+    // its masks hold whole chars only.
     unsafe { text.get_unchecked(i..end) }
 }
 
