@@ -41,8 +41,8 @@
 //!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
 //!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
 //!   driver), for about 12 MiB more of resident memory.
-//! - Memory is therefore bounded per thread that encodes (about 35 MiB at most), never by the
-//!   input.
+//! - Memory is therefore bounded per thread that encodes (about 40 MiB at most: the table, the
+//!   long pieces' arenas and their hash table), never by the input.
 //! - One table per thread (no locks, no sharing between encoding threads), shared by all the
 //!   models that thread uses: each entry carries its model's cache id, so entries of another
 //!   model are misses, never wrong ids. A model's cache id is unique in the process (a
