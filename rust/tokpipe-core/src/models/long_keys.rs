@@ -44,21 +44,27 @@ impl LongKeys {
     /// The ids of `key` under `model`, if it is held.
     #[inline]
     pub(crate) fn get(&self, model: u32, key: &[u8]) -> Option<&[u32]> {
-        let LongKeys { table, keys, ids } = self;
-        let e = table.find(hash(model, key), |e| {
+        let e = self.find(hash(model, key), model, key)?;
+        Some(&self.ids[e.ids_at as usize..e.ids_at as usize + e.ids_len as usize])
+    }
+
+    /// The entry of `key` under `model`, whose hash is `h`.
+    #[inline]
+    fn find(&self, h: u64, model: u32, key: &[u8]) -> Option<&Entry> {
+        self.table.find(h, |e| {
             e.model == model
                 && e.key_len as usize == key.len()
-                && &keys[e.key_at as usize..e.key_at as usize + key.len()] == key
-        })?;
-        Some(&ids[e.ids_at as usize..e.ids_at as usize + e.ids_len as usize])
+                && &self.keys[e.key_at as usize..e.key_at as usize + key.len()] == key
+        })
     }
 
     /// Holds `new_ids` for `key` under `model`, unless it is held already or either is longer
     /// than `u16::MAX`.
     pub(crate) fn insert(&mut self, model: u32, key: &[u8], new_ids: &[u32]) {
+        let h = hash(model, key);
         if key.len() > u16::MAX as usize
             || new_ids.len() > u16::MAX as usize
-            || self.get(model, key).is_some()
+            || self.find(h, model, key).is_some()
         {
             return;
         }
@@ -73,7 +79,7 @@ impl LongKeys {
         self.ids.extend_from_slice(new_ids);
         let keys = &self.keys;
         // Growing rehashes every entry from its key in the arena.
-        self.table.insert_unique(hash(model, key), entry, |e| {
+        self.table.insert_unique(h, entry, |e| {
             hash(
                 e.model,
                 &keys[e.key_at as usize..e.key_at as usize + e.key_len as usize],

@@ -233,7 +233,7 @@ fn runs_from(run: u64, starts: u64) -> u64 {
 /// The piece starts of window `w` for cl100k, or for o200k when `O200K`, up to the last one
 /// that is certain (bit 0 always: the window starts at a piece start).
 #[inline(always)]
-pub(super) fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> u64 {
+fn starts<const O200K: bool>(w: &[u8; WINDOW], m: &Masks) -> u64 {
     let prev = |x: u64| x << 1;
     let next = |x: u64| x >> 1;
     let other = below(m.known) & !(m.letter | m.digit | m.space);
@@ -355,6 +355,8 @@ pub(super) fn windowed<'a, const O200K: bool>(
     let mut i = 0;
     let mut misses = 0u32;
     while i < b.len() {
+        // Where the scalar scanner stops this time: after a stretch, or at the text's end.
+        let mut stop = b.len();
         if b.len() - i >= WINDOW {
             let start = i;
             i = window::<O200K>(text, i, emit);
@@ -362,18 +364,14 @@ pub(super) fn windowed<'a, const O200K: bool>(
                 misses = 0;
                 continue;
             }
-            let stop = (start + (WINDOW << misses)).min(b.len());
+            stop = stop.min(start + (WINDOW << misses));
             misses = (misses + 1).min(4);
-            while i < stop {
-                let end = piece_end(b, i);
-                emit(piece(text, i, end));
-                i = end;
-            }
-            continue;
         }
-        let end = piece_end(b, i);
-        emit(piece(text, i, end));
-        i = end;
+        while i < stop {
+            let end = piece_end(b, i);
+            emit(piece(text, i, end));
+            i = end;
+        }
     }
 }
 
