@@ -1,120 +1,220 @@
 //! [`LongKeys`]: byte strings too long for a packed key (`packed_key`), each under a model's
 //! cache id, and their ids, for the per-thread caches of BPE pieces and Unigram words.
 //!
-//! Why: a map of boxed keys to boxed ids reads four lines a hit (the hash table's control
-//! bytes, its entry, the key, the ids), allocates twice an entry and frees them all when
-//! emptied. Here the keys and the ids sit in two arenas and a hash table holds where: a hit
-//! reads the table's control bytes and entry, the key and the ids, and emptying keeps every
-//! allocation. On 24 languages of manual pages a warm BPE pass spent about 17% of its time in
-//! the boxed map (benches/RESULTS.md, "Ninth step").
+//! Why this layout: a hit should cost as few loads from memory as possible, and the first one
+//! should be one its owner can request ahead.
+//! - Each entry sits whole in one arena of `u32` words: its model, its two lengths, its ids,
+//!   then its key's bytes. A hit that found its slot then reads one stretch of the arena (a
+//!   line, or two adjacent ones), where a map of boxed keys to boxed ids read the key and the
+//!   ids from two places.
+//! - The table holds 8-byte slots (32 bits of the key's hash and where its entry starts),
+//!   eight to a 64-byte line. A key's slot is in its home line or, when that line is full, in
+//!   the lines after it. [`LongKeys::prefetch`] requests a key's home line, so that a later
+//!   [`LongKeys::get`] finds it in the core's caches. hashbrown's table, used before, keeps
+//!   its control bytes and its entries apart and offers no way to request either ahead: a
+//!   warm BPE pass over 24 languages spent about 20% of its time in its lookups, waiting on
+//!   four loads a hit (benches/RESULTS.md, "Tenth step").
+//! - Emptying keeps every allocation, and nothing is ever removed alone, so a line's slots fill
+//!   in order and the first empty slot ends a search.
 //!
-//! The owner bounds it: it reads [`LongKeys::len`] and [`LongKeys::bytes`] and calls
-//! [`LongKeys::clear`] before an insert would pass its budget. The ids arena also holds ids
-//! that the owner keeps for short keys ([`LongKeys::push_ids`]).
+//! The owner bounds it: it reads [`LongKeys::len`] and [`LongKeys::bytes`] (an entry costs
+//! [`entry_bytes`]) and calls [`LongKeys::clear`] before an insert would pass its budget. The
+//! arena also holds ids that the owner keeps for short keys ([`LongKeys::push_ids`]).
 
-use hashbrown::HashTable;
+use crate::models::prefetch::prefetch;
 use std::hash::Hasher;
 
-/// Where one key and its ids are in the arenas.
-#[derive(Clone, Copy)]
-struct Entry {
-    model: u32,
-    key_at: u32,
-    ids_at: u32,
-    key_len: u16,
-    ids_len: u16,
+/// A table slot: the low 32 bits of the key's hash (`tag`, with its lowest bit set, so 0
+/// marks an empty slot) and the arena index of the key's entry.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    tag: u32,
+    at: u32,
 }
+
+/// Slots per line of the table.
+const LINE_SLOTS: usize = 8;
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Line([Slot; LINE_SLOTS]);
+
+const _: () = assert!(std::mem::size_of::<Line>() == 64);
+
+/// Lines of a new table.
+const FIRST_LINES: usize = 16;
+
+/// Words of an entry before its ids: the model, and the key's length (low 16 bits) with the
+/// ids' count (high 16 bits).
+const HEADER_WORDS: usize = 2;
 
 /// Keys of up to `u16::MAX` bytes and their ids (up to `u16::MAX`), per model.
 #[derive(Default)]
 pub(crate) struct LongKeys {
-    table: HashTable<Entry>,
-    keys: Vec<u8>,
-    ids: Vec<u32>,
+    /// A power of two of lines (none until the first insert).
+    lines: Vec<Line>,
+    /// Keys held.
+    len: usize,
+    /// The entries, and the ids of [`LongKeys::push_ids`].
+    arena: Vec<u32>,
 }
 
-fn hash(model: u32, key: &[u8]) -> u64 {
+/// The arena bytes one entry of a `key_len`-byte key and `ids_len` ids takes.
+pub(crate) fn entry_bytes(key_len: usize, ids_len: usize) -> usize {
+    4 * (HEADER_WORDS + ids_len + key_len.div_ceil(4))
+}
+
+/// The slot tag of `key` under `model`: its hash's low 32 bits, lowest bit set.
+#[inline]
+fn tag_of(model: u32, key: &[u8]) -> u32 {
     let mut h = rustc_hash::FxHasher::default();
     h.write_u32(model);
     h.write(key);
-    h.finish()
+    // Folded through a 128-bit product, so that every bit of the tag (and of the home line
+    // taken from it) depends on every byte.
+    let wide = h.finish() as u128 * 0x9E37_79B9_7F4A_7C15;
+    ((wide as u64 ^ (wide >> 64) as u64) as u32) | 1
 }
 
 impl LongKeys {
+    /// The home line of a slot tag in a table of `lines` lines (taken from the tag, so that
+    /// growing moves slots without reading their keys).
+    #[inline]
+    fn home(tag: u32, lines: usize) -> usize {
+        ((tag as u64 * lines as u64) >> 32) as usize
+    }
+
+    /// Requests the home line of `key` under `model` from memory, for a [`LongKeys::get`] of
+    /// the same key soon after.
+    #[inline]
+    pub(crate) fn prefetch(&self, model: u32, key: &[u8]) {
+        if !self.lines.is_empty() {
+            prefetch(&self.lines[Self::home(tag_of(model, key), self.lines.len())]);
+        }
+    }
+
     /// The ids of `key` under `model`, if it is held.
     #[inline]
     pub(crate) fn get(&self, model: u32, key: &[u8]) -> Option<&[u32]> {
-        let e = self.find(hash(model, key), model, key)?;
-        Some(&self.ids[e.ids_at as usize..e.ids_at as usize + e.ids_len as usize])
+        if self.lines.is_empty() {
+            return None;
+        }
+        let tag = tag_of(model, key);
+        let mask = self.lines.len() - 1;
+        let mut line = Self::home(tag, self.lines.len());
+        loop {
+            for slot in &self.lines[line].0 {
+                if slot.tag == 0 {
+                    return None;
+                }
+                if slot.tag == tag {
+                    if let Some(ids) = self.entry(slot.at, model, key) {
+                        return Some(ids);
+                    }
+                }
+            }
+            // The table is never full (see `insert`), so this ends.
+            line = (line + 1) & mask;
+        }
     }
 
-    /// The entry of `key` under `model`, whose hash is `h`.
+    /// The ids of the entry at `at` if it is `key`'s under `model`.
     #[inline]
-    fn find(&self, h: u64, model: u32, key: &[u8]) -> Option<&Entry> {
-        self.table.find(h, |e| {
-            e.model == model
-                && e.key_len as usize == key.len()
-                && &self.keys[e.key_at as usize..e.key_at as usize + key.len()] == key
-        })
+    fn entry(&self, at: u32, model: u32, key: &[u8]) -> Option<&[u32]> {
+        let at = at as usize;
+        let lens = self.arena[at + 1] as usize;
+        let (key_len, ids_len) = (lens & 0xFFFF, lens >> 16);
+        if self.arena[at] != model || key_len != key.len() {
+            return None;
+        }
+        let ids_at = at + HEADER_WORDS;
+        let words = &self.arena[ids_at + ids_len..ids_at + ids_len + key_len.div_ceil(4)];
+        // SAFETY: any `u32` is four valid bytes, and `key_len` bytes lie within `words`.
+        let held = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), key_len) };
+        (held == key).then(|| &self.arena[ids_at..ids_at + ids_len])
     }
 
     /// Holds `new_ids` for `key` under `model`, unless it is held already or either is longer
     /// than `u16::MAX`.
     pub(crate) fn insert(&mut self, model: u32, key: &[u8], new_ids: &[u32]) {
-        let h = hash(model, key);
         if key.len() > u16::MAX as usize
             || new_ids.len() > u16::MAX as usize
-            || self.find(h, model, key).is_some()
+            || self.get(model, key).is_some()
         {
             return;
         }
-        let entry = Entry {
-            model,
-            key_at: self.keys.len() as u32,
-            ids_at: self.ids.len() as u32,
-            key_len: key.len() as u16,
-            ids_len: new_ids.len() as u16,
-        };
-        self.keys.extend_from_slice(key);
-        self.ids.extend_from_slice(new_ids);
-        let keys = &self.keys;
-        // Growing rehashes every entry from its key in the arena.
-        self.table.insert_unique(h, entry, |e| {
-            hash(
-                e.model,
-                &keys[e.key_at as usize..e.key_at as usize + e.key_len as usize],
-            )
+        // At most 7/8 of the slots are used, so a search always meets an empty one.
+        if (self.len + 1) * 8 > self.lines.len() * LINE_SLOTS * 7 {
+            self.grow();
+        }
+        let at = self.arena.len() as u32;
+        self.arena.push(model);
+        self.arena
+            .push(key.len() as u32 | (new_ids.len() as u32) << 16);
+        self.arena.extend_from_slice(new_ids);
+        // The key's bytes in memory order (the last word padded with zeros).
+        self.arena.extend(key.chunks(4).map(|c| {
+            let mut word = [0; 4];
+            word[..c.len()].copy_from_slice(c);
+            u32::from_ne_bytes(word)
+        }));
+        self.place(Slot {
+            tag: tag_of(model, key),
+            at,
         });
+        self.len += 1;
     }
 
-    /// Keeps `new_ids` in the ids arena (for the owner's short keys) and returns where.
+    /// Puts `slot` in the first empty slot from its home line on.
+    fn place(&mut self, slot: Slot) {
+        let mask = self.lines.len() - 1;
+        let mut line = Self::home(slot.tag, self.lines.len());
+        loop {
+            if let Some(free) = self.lines[line].0.iter_mut().find(|s| s.tag == 0) {
+                *free = slot;
+                return;
+            }
+            line = (line + 1) & mask;
+        }
+    }
+
+    /// Doubles the table (or makes the first one), moving every slot to its new home.
+    fn grow(&mut self) {
+        let lines = (self.lines.len() * 2).max(FIRST_LINES);
+        let old = std::mem::replace(&mut self.lines, vec![Line::default(); lines]);
+        for slot in old.iter().flat_map(|line| line.0).filter(|s| s.tag != 0) {
+            self.place(slot);
+        }
+    }
+
+    /// Keeps `new_ids` in the arena (for the owner's short keys) and returns where.
     pub(crate) fn push_ids(&mut self, new_ids: &[u32]) -> u32 {
-        let at = self.ids.len() as u32;
-        self.ids.extend_from_slice(new_ids);
+        let at = self.arena.len() as u32;
+        self.arena.extend_from_slice(new_ids);
         at
     }
 
     /// The `len` ids kept at `at` by [`LongKeys::push_ids`].
     #[inline]
     pub(crate) fn ids(&self, at: u32, len: u32) -> &[u32] {
-        &self.ids[at as usize..(at + len) as usize]
+        &self.arena[at as usize..(at + len) as usize]
     }
 
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.len
     }
 
-    /// Bytes of keys and ids in the arenas.
+    /// Bytes of entries and ids in the arena.
     pub(crate) fn bytes(&self) -> usize {
-        self.keys.len() + 4 * self.ids.len()
+        4 * self.arena.len()
     }
 
     /// Forgets everything, keeping the allocations.
     pub(crate) fn clear(&mut self) {
-        self.table.clear();
-        self.keys.clear();
-        self.ids.clear();
+        self.lines.fill(Line::default());
+        self.len = 0;
+        self.arena.clear();
     }
 }
 
@@ -125,8 +225,13 @@ mod tests {
     #[test]
     fn keys_are_found_under_their_model_only_until_cleared() {
         let mut long = LongKeys::default();
+        // Lengths of every padding of the last word, enough keys to grow the table several
+        // times; each key starts with its own number and a colon, so none is another's prefix.
         let keys: Vec<String> = (0..5000)
-            .map(|i| format!("a long key number {i}"))
+            .map(|i| {
+                let k = format!("{i}:{}", "abcdefghij".repeat(4));
+                k[..i.to_string().len() + 1 + i % 40].to_string()
+            })
             .collect();
         for (i, k) in keys.iter().enumerate() {
             long.insert(7, k.as_bytes(), &[i as u32, 1]);
@@ -135,14 +240,51 @@ mod tests {
         long.insert(7, keys[3].as_bytes(), &[9, 9, 9]);
         assert_eq!(long.len(), keys.len());
         for (i, k) in keys.iter().enumerate() {
+            long.prefetch(7, k.as_bytes());
             assert_eq!(long.get(7, k.as_bytes()), Some(&[i as u32, 1][..]));
             assert_eq!(long.get(8, k.as_bytes()), None);
+            // A prefix or an extension of a held key is another key.
+            assert_eq!(long.get(7, &k.as_bytes()[..k.len() - 1]), None);
+            assert_eq!(long.get(7, format!("{k}x").as_bytes()), None);
         }
-        assert_eq!(long.get(7, b"a long key number"), None);
+        let held: usize = keys.iter().map(|k| entry_bytes(k.len(), 2)).sum();
         let at = long.push_ids(&[4, 5, 6]);
         assert_eq!(long.ids(at, 3), &[4, 5, 6]);
+        assert_eq!(long.bytes(), held + 12);
         long.clear();
         assert_eq!((long.len(), long.bytes()), (0, 0));
         assert_eq!(long.get(7, keys[0].as_bytes()), None);
+        long.insert(7, keys[0].as_bytes(), &[3]);
+        assert_eq!(long.get(7, keys[0].as_bytes()), Some(&[3][..]));
+    }
+
+    #[test]
+    fn keys_whose_tags_collide_are_told_apart_by_their_bytes() {
+        // Slots of one tag, as if every key hashed alike: entries are compared by model,
+        // length and bytes.
+        let mut long = LongKeys::default();
+        long.insert(1, b"first key of many bytes", &[1]);
+        let tag = long
+            .lines
+            .iter()
+            .flat_map(|l| l.0)
+            .find(|s| s.tag != 0)
+            .unwrap()
+            .tag;
+        let at = long.arena.len() as u32;
+        long.arena.extend([1, 23 | 1 << 16, 2]);
+        long.arena.extend(
+            b"other key of many bytes\0"
+                .chunks(4)
+                .map(|c| u32::from_ne_bytes(c.try_into().unwrap())),
+        );
+        long.place(Slot { tag, at });
+        assert_eq!(long.get(1, b"first key of many bytes"), Some(&[1][..]));
+        assert_eq!(long.get(2, b"first key of many bytes"), None);
+        assert_eq!(
+            long.entry(at, 1, b"other key of many bytes"),
+            Some(&[2][..])
+        );
+        assert_eq!(long.entry(at, 1, b"first key of many bytes"), None);
     }
 }

@@ -24,6 +24,7 @@ pub(crate) mod packed_key;
 pub(crate) mod piece_counter;
 pub mod pieces;
 pub mod pre_segment;
+pub(crate) mod prefetch;
 pub mod unigram;
 pub mod wordpiece;
 

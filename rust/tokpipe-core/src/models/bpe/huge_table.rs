@@ -78,20 +78,6 @@ fn advise_huge(ptr: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge(_ptr: *mut u8, _len: usize) {}
 
-/// Asks the CPU to load the cache line of `value` into its nearest cache, without waiting:
-/// for a probe of a table a few steps ahead of its use.
-#[inline(always)]
-pub(crate) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch cannot fault and changes no memory; the address is a live reference.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(value as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 impl<T: Copy> Drop for HugeTable<T> {
     fn drop(&mut self) {
         let layout = Self::layout(self.len);

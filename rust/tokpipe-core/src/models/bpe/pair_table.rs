@@ -207,10 +207,10 @@ impl PairTable {
         }
         let i = self.home(pair_key(left, right));
         if !self.packed.is_empty() {
-            super::huge_table::prefetch(&self.packed[i]);
+            crate::models::prefetch::prefetch(&self.packed[i]);
         } else {
-            super::huge_table::prefetch(&self.tags[i]);
-            super::huge_table::prefetch(&self.slots[i]);
+            crate::models::prefetch::prefetch(&self.tags[i]);
+            crate::models::prefetch::prefetch(&self.slots[i]);
         }
     }
 

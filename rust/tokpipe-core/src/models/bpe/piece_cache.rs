@@ -31,18 +31,23 @@
 //!   and runs about 1.5x as fast; the first time about 1.1x (a Rust-only driver, cl100k,
 //!   alternating builds). Its probes are requested a chunk of pieces ahead, so its size costs
 //!   no waiting.
-//! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes, and shorter ones of more than [`MAX_IDS`] ids
-//!   (long words, rules of `=====`, words of non-Latin scripts: where the merge loop costs
-//!   most) go to a second map (`models::long_keys`: keys and ids in two arenas, found through
-//!   a hash table), emptied whenever its keys and ids pass [`LONG_BYTES`] (8 MiB, up to about
-//!   twice that with the table and the arenas' spare room). Longer pieces are
-//!   merged every time. Why 8 MiB: text in non-Latin scripts has many such pieces (24
+//! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes (long words, rules of `=====`, words of
+//!   non-Latin scripts: where the merge loop costs most) go to a second map
+//!   (`models::long_keys`: each key with its ids in one arena, found through a hash table whose
+//!   lines the encoder requests a chunk ahead), emptied whenever its arena passes
+//!   [`LONG_BYTES`] (8 MiB, plus its table, up to 4 MiB). Longer pieces are merged every time.
+//!   A shorter piece of more than [`MAX_IDS`] ids keeps them in the same arena, and its slot
+//!   says where ([`IN_LONG`]): a hit then costs one more load, not a hash and a search. Why:
+//!   on 24 languages of manual pages a warm pass spent about 20% of its time finding long
+//!   pieces and short ones of many ids in the second map; with their lines requested ahead and
+//!   the short ones' ids found from their slots, about 4% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has many such pieces (24
 //!   languages of manual pages: 62,381 distinct ones of 16 bytes or more, 5.2 MB of them), and
 //!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
 //!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
 //!   driver), for about 12 MiB more of resident memory.
-//! - Memory is therefore bounded per thread that encodes (about 40 MiB at most: the table, the
-//!   long pieces' arenas and their hash table), never by the input.
+//! - Memory is therefore bounded per thread that encodes (about 36 MiB at most: the table, the
+//!   second map's arena, whose allocation can reach twice [`LONG_BYTES`] as it grows, and its
+//!   table), never by the input.
 //! - One table per thread (no locks, no sharing between encoding threads), shared by all the
 //!   models that thread uses: each entry carries its model's cache id, so entries of another
 //!   model are misses, never wrong ids. A model's cache id is unique in the process (a
@@ -55,7 +60,7 @@
 //! neighbour buckets and long map share its memory bound.)
 
 use super::huge_table::HugeTable;
-use crate::models::long_keys::LongKeys;
+use crate::models::long_keys::{entry_bytes, LongKeys};
 pub(super) use crate::models::packed_key::{hash_key, key_of, key_within};
 use std::cell::RefCell;
 
@@ -68,8 +73,7 @@ pub(super) const MAX_IDS: usize = 3;
 /// Longest piece the second map keeps, in bytes.
 pub(super) const MAX_LONG_PIECE: usize = 256;
 
-/// Bytes of keys and ids the second map holds before it is emptied (up to about twice that in
-/// memory, with its table and the arenas' spare room).
+/// Bytes of entries and ids the second map's arena holds before it is emptied.
 const LONG_BYTES: usize = 8 << 20;
 
 /// Buckets of the table; each holds two slots in one 64-byte line.
@@ -78,20 +82,12 @@ const BUCKETS: usize = 1 << 18;
 /// Unused id slot of an entry (no id reaches it: ids are bounded far below).
 pub(super) const NONE: u32 = u32::MAX;
 
-/// The only id of the entry of a short piece whose ids are in the long map (more than
-/// [`MAX_IDS`]): its first sight then costs no probe of that map (a hash of the bytes), and a
-/// later one knows where to look. No id reaches it either.
+/// The first id of the entry of a short piece whose ids (more than [`MAX_IDS`]) are in the
+/// long map's arena: the next two are where (their count, then the ids) and the arena's epoch
+/// when they were put there. A hit then reads the arena once, with no hash of the piece's bytes
+/// nor a search of the long map's table; a mark from before the arena was last emptied is a
+/// miss. No id reaches it either.
 pub(super) const IN_LONG: u32 = u32::MAX - 1;
-
-/// What a probe of the table found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Probe {
-    /// The ids, appended to the output.
-    Hit,
-    /// The piece's ids are in the long map (if it has not been emptied since).
-    Long,
-    Miss,
-}
 
 #[derive(Clone, Copy)]
 #[repr(C)]
@@ -143,8 +139,11 @@ const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
 pub(super) struct PieceCache {
     buckets: HugeTable<Bucket>,
-    /// Pieces longer than [`MAX_PIECE`] or of more than [`MAX_IDS`] ids.
+    /// Pieces longer than [`MAX_PIECE`], and the ids of short pieces of more than [`MAX_IDS`].
     long: LongKeys,
+    /// How many times `long` has been emptied (wrapping; the table is emptied too when it
+    /// wraps), so that an [`IN_LONG`] mark knows whether its ids are still there.
+    epoch: u32,
 }
 
 thread_local! {
@@ -165,6 +164,7 @@ impl PieceCache {
         PieceCache {
             buckets: HugeTable::filled(BUCKETS, Bucket([EMPTY; 2])),
             long: LongKeys::default(),
+            epoch: 0,
         }
     }
 
@@ -181,7 +181,7 @@ impl PieceCache {
     /// the other.
     #[inline(always)]
     pub(super) fn prefetch(&self, bucket: usize) {
-        super::huge_table::prefetch(&self.buckets[bucket]);
+        crate::models::prefetch::prefetch(&self.buckets[bucket]);
     }
 
     /// [`PieceCache::prefetch`] of the bucket where bucket `bucket`'s older entries wait, for
@@ -194,7 +194,7 @@ impl PieceCache {
     /// Appends the cached ids of `key` under `model` to `out`; false on a miss.
     #[cfg(test)]
     pub(super) fn get(&self, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
-        self.get_in(Self::bucket(key), model, key, out) == Probe::Hit
+        self.get_in(Self::bucket(key), model, key, out)
     }
 
     /// The slot of `key` under `model` in bucket `bucket`, if it has one.
@@ -207,7 +207,7 @@ impl PieceCache {
     }
 
     /// The ids of `key` (of bucket `bucket`) under `model` when its slot holds them (`NONE`
-    /// past the last); `None` on a miss and for a piece whose ids are in the long map.
+    /// past the last); `None` on a miss and for a piece whose ids are in the long map's arena.
     #[inline(always)]
     pub(super) fn ids_in(&self, bucket: usize, model: u32, key: u128) -> Option<&[u32; MAX_IDS]> {
         self.slot(bucket, model, key)
@@ -215,17 +215,24 @@ impl PieceCache {
             .map(|slot| &slot.ids)
     }
 
-    /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out` on a hit.
+    /// Appends the cached ids of `key` (of bucket `bucket`) under `model` to `out`; false on
+    /// a miss.
     #[inline(always)]
-    pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> Probe {
+    pub(super) fn get_in(&self, bucket: usize, model: u32, key: u128, out: &mut Vec<u32>) -> bool {
         let Some(slot) = self.slot(bucket, model, key) else {
-            return Probe::Miss;
+            return false;
         };
-        if slot.ids[0] == IN_LONG {
-            return Probe::Long;
+        match slot.ids {
+            [IN_LONG, at, epoch] => {
+                if epoch != self.epoch {
+                    return false;
+                }
+                let count = self.long.ids(at, 1)[0];
+                out.extend_from_slice(self.long.ids(at + 1, count));
+            }
+            ids => out.extend_from_slice(&ids[..id_count(&ids)]),
         }
-        out.extend_from_slice(&slot.ids[..id_count(&slot.ids)]);
-        Probe::Hit
+        true
     }
 
     /// The ids of `key` under `model` (`NONE` past the last) when the neighbour of bucket
@@ -250,21 +257,29 @@ impl PieceCache {
         Some(found.ids)
     }
 
-    /// Remembers the ids of `key` under `model` (1 to [`MAX_IDS`] of them).
+    /// Remembers the ids of `key` under `model` (at least one).
     #[cfg(test)]
     pub(super) fn put(&mut self, model: u32, key: u128, ids: &[u32]) {
         self.put_in(Self::bucket(key), model, key, ids)
     }
 
-    /// [`PieceCache::put`] with `key`'s bucket already computed.
+    /// [`PieceCache::put`] with `key`'s bucket already computed. More than [`MAX_IDS`] ids
+    /// go to the long map's arena, with an [`IN_LONG`] mark in the slot.
     #[inline]
     pub(super) fn put_in(&mut self, bucket: usize, model: u32, key: u128, ids: &[u32]) {
-        debug_assert!((1..=MAX_IDS).contains(&ids.len()));
+        debug_assert!(!ids.is_empty());
         debug_assert_eq!(bucket, Self::bucket(key));
         let mut slot = EMPTY;
         slot.key = key;
         slot.model = model;
-        slot.ids[..ids.len()].copy_from_slice(ids);
+        if ids.len() <= MAX_IDS {
+            slot.ids[..ids.len()].copy_from_slice(ids);
+        } else {
+            self.make_room(4 * (1 + ids.len()));
+            let at = self.long.push_ids(&[ids.len() as u32]);
+            self.long.push_ids(ids);
+            slot.ids = [IN_LONG, at, self.epoch];
+        }
         // The bucket's older entry moves to the second slot of the neighbour bucket instead
         // of being dropped, evicting that one's older entry: see the module's notes.
         let [first, second] = self.buckets[bucket].0;
@@ -286,12 +301,32 @@ impl PieceCache {
         }
     }
 
+    /// Requests from memory where the long map would hold `piece` under `model`, for a
+    /// [`PieceCache::get_long`] soon after.
+    #[inline]
+    pub(super) fn prefetch_long(&self, model: u32, piece: &[u8]) {
+        self.long.prefetch(model, piece);
+    }
+
     /// Remembers the ids of a long piece under `model`, emptying the map first when it is full.
     pub(super) fn put_long(&mut self, model: u32, piece: &[u8], ids: &[u32]) {
-        if self.long.bytes() + piece.len() + 4 * ids.len() > LONG_BYTES {
-            self.long.clear();
-        }
+        self.make_room(entry_bytes(piece.len(), ids.len()));
         self.long.insert(model, piece, ids);
+    }
+
+    /// Empties the long map if `bytes` more would pass [`LONG_BYTES`], starting a new epoch.
+    fn make_room(&mut self, bytes: usize) {
+        if self.long.bytes() + bytes <= LONG_BYTES {
+            return;
+        }
+        self.long.clear();
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            // Marks from 2^32 epochs ago would pass for current ones.
+            for i in 0..BUCKETS {
+                self.buckets[i] = Bucket([EMPTY; 2]);
+            }
+        }
     }
 }
 
@@ -386,7 +421,7 @@ pub(super) mod tests {
     #[test]
     fn a_short_piece_of_many_ids_stays_right_after_its_long_entry_is_emptied() {
         // Bytes only: a piece of n bytes is n ids, so every short piece of 4 or more bytes
-        // goes to the long map, with an `IN_LONG` entry in the table.
+        // keeps its ids in the long map's arena, with an `IN_LONG` mark in the table.
         let vocab: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
         let model = BpeModel::from_ranks(vocab, "bytes").unwrap();
         let tok = Tokenizer::new(PreTokenizer::new("cl100k").unwrap(), model, vec![]).unwrap();
@@ -426,6 +461,30 @@ pub(super) mod tests {
         assert_eq!(out, [count as u32 - 1]);
         assert!(!cache.get_long(2, piece(count - 1).as_bytes(), &mut out));
         assert!(!cache.get_long(1, piece(0).as_bytes(), &mut out));
+    }
+
+    #[test]
+    fn a_mark_from_an_emptied_arena_is_a_miss_even_after_the_epochs_wrap() {
+        let mut cache = PieceCache::new();
+        let (old, new) = (key_of(b" old"), key_of(b" new"));
+        cache.put(7, old, &[1, 2, 3, 4]);
+        let mut out = Vec::new();
+        assert!(cache.get(7, old, &mut out));
+        assert_eq!(out, [1, 2, 3, 4]);
+        // Emptied once: the mark is stale, and a new piece's ids take its place in the arena.
+        cache.make_room(LONG_BYTES + 1);
+        cache.put(7, new, &[5, 6, 7, 8, 9]);
+        assert!(!cache.get(7, old, &mut out));
+        // 2^32 emptyings after the old mark was made, the epoch is its epoch again (and the
+        // arena holds other ids where it points): the table was emptied.
+        cache.epoch = u32::MAX;
+        cache.make_room(LONG_BYTES + 1);
+        assert_eq!(cache.epoch, 0);
+        cache.put(7, new, &[5, 6, 7, 8, 9]);
+        let mut out = Vec::new();
+        assert!(!cache.get(7, old, &mut out));
+        assert!(cache.get(7, new, &mut out));
+        assert_eq!(out, [5, 6, 7, 8, 9]);
     }
 
     #[test]
@@ -491,7 +550,7 @@ pub(super) mod tests {
         let mut out = Vec::new();
         for &key in &keys[..2] {
             assert_eq!(cache.ids_in(40, 7, key), None);
-            assert_eq!(cache.get_in(40, 7, key, &mut out), Probe::Miss);
+            assert!(!cache.get_in(40, 7, key, &mut out));
         }
         // The neighbour keeps the newer of the two (its second slot), never another model's.
         assert_eq!(cache.take_from_neighbour(40, 7, keys[0]), None);
@@ -519,10 +578,11 @@ pub(super) mod tests {
         }
         assert_eq!(cache.buckets[41].0[0].key, theirs);
         assert_eq!(cache.ids_in(41, 7, theirs), Some(&[9, NONE, NONE]));
-        // A piece's mark that its ids are in the long map is not taken from the neighbour (the
-        // piece is merged again and its ids put back in the long map).
+        // A piece whose ids are in the long map's arena is not taken from the neighbour (the
+        // piece is merged again and its ids put back in the arena).
         let marked = keys[0];
-        cache.put(7, marked, &[IN_LONG]);
+        cache.put(7, marked, &[1, 2, 3, 4]);
+        assert_eq!(cache.buckets[40].0[0].ids[0], IN_LONG);
         for &key in &keys[1..3] {
             cache.put(7, key, &[6]);
         }

@@ -44,8 +44,8 @@
 //!
 //! Each piece's merges are those of [`BpeModel::merge_short`] in the same order (lowest
 //! priority, leftmost on ties), so the ids are the same; the tests compare them with
-//! [`BpeModel::encode_piece`]. Pieces the cache does not keep, of more than 96 bytes, and
-//! short pieces of more ids than a cache slot holds, take the one-at-a-time path.
+//! [`BpeModel::encode_piece`]. Pieces of more than [`SHORT_PIECE`] bytes (more than a merge
+//! state holds) take the one-at-a-time path.
 //!
 //! (Over 500 lines: about 210 of them are its tests; the rest is one encoder, whose chunks,
 //! batch of misses and merge states share its output.)
@@ -53,9 +53,7 @@
 use super::inline_vec::InlineVec;
 use super::model::{BpeModel, NO_TOKEN, SHORT_PIECE};
 use super::pair_table::PairTable;
-use super::piece_cache::{
-    id_count, key_within, PieceCache, Probe, IN_LONG, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE,
-};
+use super::piece_cache::{id_count, key_within, PieceCache, MAX_IDS, MAX_LONG_PIECE, MAX_PIECE};
 use std::cell::RefCell;
 
 /// Pieces gathered from the scanner before their cache buckets are requested and then probed
@@ -308,6 +306,14 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         let pieces = self.chunk.as_slice();
         let mut keys: InlineVec<u128, CHUNK> = InlineVec::new();
         let mut buckets: InlineVec<u32, CHUNK> = InlineVec::new();
+        // The long map's lines of the chunk's long pieces, requested too (their probes below
+        // would otherwise wait on memory one after the other). A separate loop, so that the
+        // one above keeps no branch on the length.
+        for piece in pieces {
+            if (MAX_PIECE + 1..=MAX_LONG_PIECE).contains(&piece.len()) {
+                cache.prefetch_long(model.cache_id, piece);
+            }
+        }
         // No branch on a piece's length here: a key of 0 (an empty piece, or one too long for a
         // key) requests a bucket it never probes.
         for piece in pieces {
@@ -369,13 +375,11 @@ impl<'t> Batch<'t> {
     ) {
         let id = model.cache_id;
         if p.key != 0 {
-            match cache.get_in(p.bucket, id, p.key, out) {
-                Probe::Hit => return,
-                Probe::Long => return encode_pending(model, cache, p, out),
-                Probe::Miss => {}
+            if cache.get_in(p.bucket, id, p.key, out) {
+                return;
             }
         } else if !long_in_batch(p.piece) {
-            return encode_pending(model, cache, p, out);
+            return encode_unbatched(model, cache, p.piece, out);
         } else if cache.get_long(id, p.piece, out) {
             return;
         }
@@ -468,10 +472,10 @@ impl<'t> Batch<'t> {
                 continue;
             }
             let ids = states[k].ids();
-            if p.key != 0 {
-                remember(model, cache, p, ids);
-            } else {
+            if p.key == 0 {
                 cache.put_long(model.cache_id, p.piece, ids);
+            } else if !ids.is_empty() {
+                cache.put_in(p.bucket, model.cache_id, p.key, ids);
             }
         }
         self.misses.clear();
@@ -479,56 +483,20 @@ impl<'t> Batch<'t> {
     }
 }
 
-/// [`BpeModel::encode_piece`] for a byte-level model through `cache`, one piece at a time: a
-/// piece of 1 to `MAX_PIECE` bytes (`pending.key` set) is looked up in its bucket, a longer one
-/// in the long map, and the ids of a miss are remembered.
+/// [`BpeModel::encode_piece`] for a piece without a packed key that is not merged in a batch,
+/// one at a time: one of more than [`SHORT_PIECE`] bytes (looked up in the long map, and
+/// remembered there, up to [`MAX_LONG_PIECE`] bytes), or an empty one.
 #[inline(always)]
-fn encode_pending(
-    model: &BpeModel,
-    cache: &mut PieceCache,
-    pending: Pending<'_>,
-    out: &mut Vec<u32>,
-) {
-    let Pending { piece, key, bucket } = pending;
-    if key == 0 {
-        if piece.len() <= MAX_PIECE || piece.len() > MAX_LONG_PIECE {
-            return model.encode_piece(piece, out);
-        }
-        if cache.get_long(model.cache_id, piece, out) {
-            return;
-        }
-        let start = out.len();
-        model.encode_piece(piece, out);
-        return cache.put_long(model.cache_id, piece, &out[start..]);
+fn encode_unbatched(model: &BpeModel, cache: &mut PieceCache, piece: &[u8], out: &mut Vec<u32>) {
+    if piece.len() <= MAX_PIECE || piece.len() > MAX_LONG_PIECE {
+        return model.encode_piece(piece, out);
     }
-    match cache.get_in(bucket, model.cache_id, key, out) {
-        Probe::Hit => return,
-        // A short piece of more ids than a slot holds lives in the long map.
-        Probe::Long => {
-            if cache.get_long(model.cache_id, piece, out) {
-                return;
-            }
-        }
-        Probe::Miss => {}
+    if cache.get_long(model.cache_id, piece, out) {
+        return;
     }
     let start = out.len();
-    model.encode_short(key, piece, out);
-    remember(model, cache, pending, &out[start..]);
-}
-
-/// Puts the ids of a short piece (`pending.key` set) into the cache: in its bucket, or, if
-/// more than a slot holds, in the long map with a mark in its bucket.
-#[inline(always)]
-fn remember(model: &BpeModel, cache: &mut PieceCache, pending: Pending<'_>, ids: &[u32]) {
-    let Pending { piece, key, bucket } = pending;
-    match ids.len() {
-        0 => {}
-        n if n <= MAX_IDS => cache.put_in(bucket, model.cache_id, key, ids),
-        _ => {
-            cache.put_long(model.cache_id, piece, ids);
-            cache.put_in(bucket, model.cache_id, key, &[IN_LONG]);
-        }
-    }
+    model.encode_piece(piece, out);
+    cache.put_long(model.cache_id, piece, &out[start..]);
 }
 
 #[cfg(test)]

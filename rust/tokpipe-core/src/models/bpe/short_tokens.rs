@@ -80,7 +80,7 @@ impl ShortTokens {
     #[inline(always)]
     pub(crate) fn prefetch(&self, key: u128) {
         if !self.slots.is_empty() {
-            super::huge_table::prefetch(&self.slots[self.home(key)]);
+            crate::models::prefetch::prefetch(&self.slots[self.home(key)]);
         }
     }
 

@@ -20,9 +20,9 @@
 //!   emptied when full with the ids in an arena, read three lines a hit and spent most of its
 //!   time waiting on them, on text with many words seen once.)
 //! - A short word of more ids, and a word of 16 to [`MAX_WORD`] bytes, keeps its ids (and a
-//!   long word its bytes) in two arenas (`models::long_keys`, shared with the BPE piece
-//!   cache): a short one's slot points into the ids arena, a long one is found through a hash
-//!   table. All of it is emptied (keeping its allocations) once the table holds
+//!   long word its bytes) in an arena (`models::long_keys`, shared with the BPE piece cache):
+//!   a short one's slot points to its ids there, a long one is found through a hash table.
+//!   All of it is emptied (keeping its allocations) once the table holds
 //!   [`MAX_ENTRIES`] long words or the arenas [`MAX_ARENA_BYTES`] bytes.
 //!   About 6 MiB a thread that encodes, never growing with the input.
 //!
@@ -33,8 +33,9 @@
 //! Viterbi; the rest is one cache in two tables and the lookahead queue in front of it.)
 
 use super::UnigramModel;
-use crate::models::long_keys::LongKeys;
+use crate::models::long_keys::{entry_bytes, LongKeys};
 use crate::models::packed_key::{hash_key, key_of, MAX_PACKED};
+use crate::models::prefetch::prefetch;
 use std::cell::RefCell;
 
 /// Longest word cached, in bytes.
@@ -43,7 +44,7 @@ pub(super) const MAX_WORD: usize = 64;
 /// Buckets of the front table of short words (2 MiB).
 const FRONT_BUCKETS: usize = 1 << 15;
 
-/// Long words held before the cache is emptied: 7/8 of 2^15, the most a table of 2^15 buckets
+/// Long words held before the cache is emptied: 7/8 of 2^15, the most a table of 2^15 slots
 /// holds without doubling.
 pub(super) const MAX_ENTRIES: usize = (1 << 15) / 8 * 7;
 
@@ -169,14 +170,7 @@ impl WordCache {
     /// later does not wait on memory.
     #[inline(always)]
     fn prefetch(&self, at: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is only a hint, of an address inside the table.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.front.as_ptr().add(at) as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
+        prefetch(&self.front[at]);
     }
 
     /// Appends the ids of the short word packed in `key` (bucket `at`) to `out`, from the
@@ -242,7 +236,7 @@ impl WordCache {
         if new_ids.len() > u8::MAX as usize {
             return;
         }
-        self.make_room(bytes.len() + 4 * new_ids.len(), true);
+        self.make_room(entry_bytes(bytes.len(), new_ids.len()), true);
         self.long.insert(model.cache_id, bytes, new_ids);
     }
 }
