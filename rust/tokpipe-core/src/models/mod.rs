@@ -11,11 +11,13 @@
 //!
 //! [`pre_segment`] holds the word-segmenter cuts the BPE and Unigram trainers can be fed.
 //! `packed_key` packs short byte strings into the `u128` keys of the per-thread caches of BPE
-//! pieces and Unigram words; `long_keys` holds their longer ones.
+//! pieces and Unigram words; `long_keys` holds their longer ones; `prefetch` requests a table's
+//! line ahead of its probe.
 //!
-//! Layers: [`base`], [`pieces`], `packed_key`, `long_keys` and [`pre_segment`] below the families, the
-//! families below this file's [`ModelWrapper`], and all of it below [`crate::tokenizer`]
-//! (tests/test_rust_layering.py checks that no module imports one that imports it back).
+//! Layers: [`base`], [`pieces`], `packed_key`, `long_keys`, `prefetch` and [`pre_segment`] below
+//! the families, the families below this file's [`ModelWrapper`], and all of it below
+//! [`crate::tokenizer`] (tests/test_rust_layering.py checks that no module imports one that
+//! imports it back).
 
 pub mod base;
 pub mod bpe;
