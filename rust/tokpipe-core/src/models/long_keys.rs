@@ -12,8 +12,8 @@
 //!   the lines after it. [`LongKeys::prefetch`] requests a key's home line, so that a later
 //!   [`LongKeys::get`] finds it in the core's caches. hashbrown's table, used before, keeps
 //!   its control bytes and its entries apart and offers no way to request either ahead: a
-//!   warm BPE pass over 24 languages spent about 20% of its time in its lookups, waiting on
-//!   four loads a hit (benches/RESULTS.md, "Tenth step").
+//!   warm BPE pass over 24 languages spent about 20% of its time in its lookups and their
+//!   `memcmp`, waiting on four loads a hit (benches/RESULTS.md, "Tenth step").
 //! - Emptying keeps every allocation, and nothing is ever removed alone, so a line's slots fill
 //!   in order and the first empty slot ends a search.
 //!

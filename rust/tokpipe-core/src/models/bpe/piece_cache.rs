@@ -39,8 +39,9 @@
 //!   A shorter piece of more than [`MAX_IDS`] ids keeps them in the same arena, and its slot
 //!   says where ([`IN_LONG`]): a hit then costs one more load, not a hash and a search. Why:
 //!   on 24 languages of manual pages a warm pass spent about 20% of its time finding long
-//!   pieces and short ones of many ids in the second map; with their lines requested ahead and
-//!   the short ones' ids found from their slots, about 4% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has many such pieces (24
+//!   pieces and short ones of many ids in the second map (the lookups and their `memcmp`);
+//!   with the long ones' lines requested ahead and the short ones' ids found from their slots,
+//!   about 7% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has many such pieces (24
 //!   languages of manual pages: 62,381 distinct ones of 16 bytes or more, 5.2 MB of them), and
 //!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
 //!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
