@@ -18,14 +18,15 @@
 //!   in order and the first empty slot ends a search.
 //!
 //! The owner bounds it: it reads [`LongKeys::len`] and [`LongKeys::bytes`] (an entry costs
-//! [`entry_bytes`]) and calls [`LongKeys::clear`] before an insert would pass its budget. The
+//! [`entry_bytes`]) and calls [`LongKeys::clear`] before an insert would pass its budget,
+//! which must stay below 16 GiB (arena indices are `u32`). The
 //! arena also holds ids that the owner keeps for short keys ([`LongKeys::push_ids`]).
 
 use crate::models::prefetch::prefetch;
 use std::hash::Hasher;
 
-/// A table slot: the low 32 bits of the key's hash (`tag`, with its lowest bit set, so 0
-/// marks an empty slot) and the arena index of the key's entry.
+/// A table slot: 32 bits of the key's folded hash (`tag`, with its lowest bit set, so 0 marks
+/// an empty slot) and the arena index of the key's entry.
 #[derive(Clone, Copy, Default)]
 struct Slot {
     tag: u32,
@@ -64,7 +65,7 @@ pub(crate) fn entry_bytes(key_len: usize, ids_len: usize) -> usize {
     4 * (HEADER_WORDS + ids_len + key_len.div_ceil(4))
 }
 
-/// The slot tag of `key` under `model`: its hash's low 32 bits, lowest bit set.
+/// The slot tag of `key` under `model`: 32 bits of its folded hash, lowest bit set.
 #[inline]
 fn tag_of(model: u32, key: &[u8]) -> u32 {
     let mut h = rustc_hash::FxHasher::default();
@@ -74,6 +75,11 @@ fn tag_of(model: u32, key: &[u8]) -> u32 {
     // taken from it) depends on every byte.
     let wide = h.finish() as u128 * 0x9E37_79B9_7F4A_7C15;
     ((wide as u64 ^ (wide >> 64) as u64) as u32) | 1
+}
+
+/// The index of the arena's next word.
+fn arena_index(arena: &[u32]) -> u32 {
+    u32::try_from(arena.len()).expect("the owner's budget keeps the arena under 16 GiB")
 }
 
 impl LongKeys {
@@ -147,7 +153,7 @@ impl LongKeys {
         if (self.len + 1) * 8 > self.lines.len() * LINE_SLOTS * 7 {
             self.grow();
         }
-        let at = self.arena.len() as u32;
+        let at = arena_index(&self.arena);
         self.arena.push(model);
         self.arena
             .push(key.len() as u32 | (new_ids.len() as u32) << 16);
@@ -189,7 +195,7 @@ impl LongKeys {
 
     /// Keeps `new_ids` in the arena (for the owner's short keys) and returns where.
     pub(crate) fn push_ids(&mut self, new_ids: &[u32]) -> u32 {
-        let at = self.arena.len() as u32;
+        let at = arena_index(&self.arena);
         self.arena.extend_from_slice(new_ids);
         at
     }
@@ -258,33 +264,42 @@ mod tests {
         assert_eq!(long.get(7, keys[0].as_bytes()), Some(&[3][..]));
     }
 
+    /// Puts an entry of `key` under `model` with `ids` in the arena, its slot tagged `tag`
+    /// (forged: any tag), and returns where it is.
+    fn forge(long: &mut LongKeys, tag: u32, model: u32, key: &[u8], ids: &[u32]) -> u32 {
+        let at = long.arena.len() as u32;
+        long.arena
+            .extend([model, key.len() as u32 | (ids.len() as u32) << 16]);
+        long.arena.extend_from_slice(ids);
+        long.arena.extend(key.chunks(4).map(|c| {
+            let mut word = [0; 4];
+            word[..c.len()].copy_from_slice(c);
+            u32::from_ne_bytes(word)
+        }));
+        long.place(Slot { tag, at });
+        at
+    }
+
     #[test]
-    fn keys_whose_tags_collide_are_told_apart_by_their_bytes() {
+    fn keys_whose_tags_collide_are_told_apart_by_their_model_and_bytes() {
         // Slots of one tag, as if every key hashed alike: entries are compared by model,
         // length and bytes.
         let mut long = LongKeys::default();
-        long.insert(1, b"first key of many bytes", &[1]);
-        let tag = long
-            .lines
-            .iter()
-            .flat_map(|l| l.0)
-            .find(|s| s.tag != 0)
-            .unwrap()
-            .tag;
-        let at = long.arena.len() as u32;
-        long.arena.extend([1, 23 | 1 << 16, 2]);
-        long.arena.extend(
-            b"other key of many bytes\0"
-                .chunks(4)
-                .map(|c| u32::from_ne_bytes(c.try_into().unwrap())),
-        );
-        long.place(Slot { tag, at });
-        assert_eq!(long.get(1, b"first key of many bytes"), Some(&[1][..]));
-        assert_eq!(long.get(2, b"first key of many bytes"), None);
+        let key: &[u8] = b"first key of many bytes";
+        long.insert(1, b"a key that makes the table", &[0]);
+        let tag = tag_of(1, key);
+        // Found first from the key's home line: the same key under another model.
+        let theirs = forge(&mut long, tag, 2, key, &[3]);
+        long.insert(1, key, &[1]);
+        let other = forge(&mut long, tag, 1, b"other key of many bytes", &[2]);
+        assert_eq!(long.get(1, key), Some(&[1][..]));
+        assert_eq!(long.entry(theirs, 1, key), None);
+        assert_eq!(long.entry(theirs, 2, key), Some(&[3][..]));
         assert_eq!(
-            long.entry(at, 1, b"other key of many bytes"),
+            long.entry(other, 1, b"other key of many bytes"),
             Some(&[2][..])
         );
-        assert_eq!(long.entry(at, 1, b"first key of many bytes"), None);
+        assert_eq!(long.entry(other, 1, key), None);
+        assert_eq!(long.entry(other, 1, b"other key of many byte"), None);
     }
 }

@@ -11,8 +11,8 @@
 //!   length in the top byte so that no two pieces share a key). Single bytes are cached too,
 //!   though their ids are one table load away: see `piece_encoder` for why.
 //!   Comparing a key is one 16-byte compare, with no pointer to follow.
-//! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more goes to the second
-//!   map below.
+//! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more keeps them in the
+//!   second map's arena below, with an [`IN_LONG`] mark in its slot.
 //! - The table has a fixed size ([`BUCKETS`] buckets of two 32-byte slots, one cache line a
 //!   bucket: 16 MiB a thread) and never grows: a new entry takes the bucket's first slot and
 //!   moves the previous one to the second; the older one moves to the second slot of the
@@ -41,8 +41,9 @@
 //!   on 24 languages of manual pages a warm pass spent about 20% of its time finding long
 //!   pieces and short ones of many ids in the second map (the lookups and their `memcmp`);
 //!   with the long ones' lines requested ahead and the short ones' ids found from their slots,
-//!   about 7% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has many such pieces (24
-//!   languages of manual pages: 62,381 distinct ones of 16 bytes or more, 5.2 MB of them), and
+//!   about 7% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has
+//!   many such pieces (24 languages of manual pages: 62,381 distinct ones of 16 bytes or more,
+//!   5.2 MB of them), and
 //!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
 //!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
 //!   driver), for about 12 MiB more of resident memory.
@@ -57,7 +58,7 @@
 //! Ids never depend on the cache: an entry is the merge loop's own output for that piece and
 //! model, so a hit gives the ids a miss would compute.
 //!
-//! (Over 500 lines: about 235 of them are its tests; the rest is one cache, whose table,
+//! (Over 500 lines: about 280 of them are its tests; the rest is one cache, whose table,
 //! neighbour buckets and long map share its memory bound.)
 
 use super::huge_table::HugeTable;
@@ -87,7 +88,9 @@ pub(super) const NONE: u32 = u32::MAX;
 /// long map's arena: the next two are where (their count, then the ids) and the arena's epoch
 /// when they were put there. A hit then reads the arena once, with no hash of the piece's bytes
 /// nor a search of the long map's table; a mark from before the arena was last emptied is a
-/// miss. No id reaches it either.
+/// miss. No id reaches it either. (The Unigram word cache's `SPILLED` marks the same way with
+/// the count in the slot instead of an epoch: it empties its small table whenever it empties
+/// its arena, which this 16 MiB table is too large to do.)
 pub(super) const IN_LONG: u32 = u32::MAX - 1;
 
 #[derive(Clone, Copy)]
@@ -451,7 +454,7 @@ pub(super) mod tests {
     fn the_long_map_is_emptied_when_full_and_keeps_answering_right() {
         let mut cache = PieceCache::new();
         let piece = |i: usize| format!("{i:0>40}");
-        let per_entry = 40 + 4;
+        let per_entry = entry_bytes(40, 1);
         let count = 3 * LONG_BYTES / per_entry;
         for i in 0..count {
             cache.put_long(1, piece(i).as_bytes(), &[i as u32]);
@@ -462,6 +465,21 @@ pub(super) mod tests {
         assert_eq!(out, [count as u32 - 1]);
         assert!(!cache.get_long(2, piece(count - 1).as_bytes(), &mut out));
         assert!(!cache.get_long(1, piece(0).as_bytes(), &mut out));
+    }
+
+    #[test]
+    fn the_ids_of_short_pieces_of_many_ids_keep_the_arena_within_its_budget() {
+        let mut cache = PieceCache::new();
+        let ids: Vec<u32> = (0..16).collect();
+        let count = 3 * LONG_BYTES / (4 * (1 + ids.len()));
+        for i in 0..count {
+            cache.put(7, key_of(format!(" w{i}").as_bytes()), &ids);
+            assert!(cache.long.bytes() <= LONG_BYTES);
+        }
+        assert!(cache.epoch >= 2);
+        let mut out = Vec::new();
+        assert!(cache.get(7, key_of(format!(" w{}", count - 1).as_bytes()), &mut out));
+        assert_eq!(out, ids);
     }
 
     #[test]

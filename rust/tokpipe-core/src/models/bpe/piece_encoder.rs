@@ -9,10 +9,10 @@
 //! piece at a time they are paid one after the other: a profile of one-document encode of
 //! English text with cl100k put 27% of the time on the merge loop's pair loads and 6% on the
 //! whole-token probe. Pieces are independent of each other, though, so:
-//! - the scanner's pieces are gathered in chunks of [`CHUNK`]; a chunk is run in two tight
-//!   loops: the first computes each piece's key and requests its cache bucket from memory, the
-//!   second probes them in order (so the loads of a chunk overlap, and neither loop carries
-//!   the scanner's state). An earlier design probed each bucket 16 pieces after its request,
+//! - the scanner's pieces are gathered in chunks of [`CHUNK`]; a chunk is run in tight loops:
+//!   the first requests the long map's lines of its pieces of 16 bytes or more, the second
+//!   computes each piece's key and requests its cache bucket from memory, the third probes them
+//!   in order (so the loads of a chunk overlap, and no loop carries the scanner's state). An earlier design probed each bucket 16 pieces after its request,
 //!   inside the scanner's loop: one loop doing both was 1% to 24% slower in six alternations
 //!   of a Rust-only driver (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x
 //!   slower on a second pass over the same text (benches/RESULTS.md, "Fifth step");
@@ -297,10 +297,10 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         self.batch.resolve(self.model, cache, states, self.out);
     }
 
-    /// Appends the ids of the chunk's pieces, in two passes: the first requests the cache
-    /// bucket of every piece from memory, the second probes them, so the loads of the chunk's
-    /// buckets overlap. A hit's ids are copied with no branch on their count; a miss goes to
-    /// the batch.
+    /// Appends the ids of the chunk's pieces, in three passes: the first requests the long
+    /// map's lines of the long pieces, the second the cache bucket of every piece, the third
+    /// probes them, so the loads of the chunk overlap. A hit's ids are copied with no branch on
+    /// their count; a miss goes to the batch.
     #[inline(never)]
     fn run_chunk(&mut self) {
         let model = self.model;
@@ -310,9 +310,9 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
         let pieces = self.chunk.as_slice();
         let mut keys: InlineVec<u128, CHUNK> = InlineVec::new();
         let mut buckets: InlineVec<u32, CHUNK> = InlineVec::new();
-        // The long map's lines of the chunk's long pieces, requested too (their probes below
+        // The long map's lines of the chunk's long pieces, requested first (their probes below
         // would otherwise wait on memory one after the other). A separate loop, so that the
-        // one above keeps no branch on the length.
+        // next one keeps no branch on the length.
         for piece in pieces {
             if (MAX_PIECE + 1..=MAX_LONG_PIECE).contains(&piece.len()) {
                 cache.prefetch_long(model.cache_id, piece);

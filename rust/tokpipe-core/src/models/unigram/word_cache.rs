@@ -23,7 +23,7 @@
 //!   long word its bytes) in an arena (`models::long_keys`, shared with the BPE piece cache):
 //!   a short one's slot points to its ids there, a long one is found through a hash table.
 //!   All of it is emptied (keeping its allocations) once the table holds
-//!   [`MAX_ENTRIES`] long words or the arenas [`MAX_ARENA_BYTES`] bytes.
+//!   [`MAX_ENTRIES`] long words or the arena [`MAX_ARENA_BYTES`] bytes.
 //!   About 6 MiB a thread that encodes, never growing with the input.
 //!
 //! Ids never depend on the cache: an entry is the Viterbi's own output for that word and
@@ -48,7 +48,8 @@ const FRONT_BUCKETS: usize = 1 << 15;
 /// holds without doubling.
 pub(super) const MAX_ENTRIES: usize = (1 << 15) / 8 * 7;
 
-/// Bytes of long keys and ids held before the cache is emptied.
+/// Bytes of long words' entries (`long_keys::entry_bytes`: their key, ids and an 8-byte
+/// header) and of short words' spilled ids held before the cache is emptied.
 const MAX_ARENA_BYTES: usize = 2 << 20;
 
 /// Unused id of a slot (wide ids).
