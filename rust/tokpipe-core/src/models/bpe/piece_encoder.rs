@@ -14,9 +14,10 @@
 //!   computes each piece's key and requests its cache bucket from memory, the third probes them
 //!   in order (so the loads of a chunk overlap, and no loop carries the scanner's state). An
 //!   earlier design probed each bucket 16 pieces after its request, inside the scanner's loop:
-//!   one loop doing both was 1% to 24% slower in six alternations of a Rust-only driver (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x
-//!   slower on a second pass over the same text (benches/RESULTS.md, "Fifth step");
-//! - the first loop has no branch on a piece's length: a key is one 16-byte load from the
+//!   one loop doing both was 1% to 24% slower in six alternations of a Rust-only driver
+//!   (20 MB of English, cl100k, a fresh tokenizer per run), and 1.6x slower on a second pass
+//!   over the same text (benches/RESULTS.md, "Fifth step");
+//! - the bucket loop has no branch on a piece's length: a key is one 16-byte load from the
 //!   text, masked to the piece ([`key_within`]), and single bytes have keys and cache entries
 //!   like longer pieces. Branches on the length (to skip single bytes, and in
 //!   [`super::piece_cache::key_of`]) mispredicted on a large share of pieces, whose lengths
