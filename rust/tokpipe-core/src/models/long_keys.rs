@@ -19,8 +19,8 @@
 //!
 //! The owner bounds it: it reads [`LongKeys::len`] and [`LongKeys::bytes`] (an entry costs
 //! [`entry_bytes`]) and calls [`LongKeys::clear`] before an insert would pass its budget,
-//! which must stay below 16 GiB (arena indices are `u32`). The
-//! arena also holds ids that the owner keeps for short keys ([`LongKeys::push_ids`]).
+//! which must stay below 16 GiB (arena indices are `u32`). The arena also holds ids that the
+//! owner keeps for short keys ([`LongKeys::push_ids`]).
 
 use crate::models::prefetch::prefetch;
 use std::hash::Hasher;
@@ -102,10 +102,15 @@ impl LongKeys {
     /// The ids of `key` under `model`, if it is held.
     #[inline]
     pub(crate) fn get(&self, model: u32, key: &[u8]) -> Option<&[u32]> {
+        self.find(tag_of(model, key), model, key)
+    }
+
+    /// [`LongKeys::get`] with the key's tag already computed.
+    #[inline]
+    fn find(&self, tag: u32, model: u32, key: &[u8]) -> Option<&[u32]> {
         if self.lines.is_empty() {
             return None;
         }
-        let tag = tag_of(model, key);
         let mask = self.lines.len() - 1;
         let mut line = Self::home(tag, self.lines.len());
         loop {
@@ -143,9 +148,10 @@ impl LongKeys {
     /// Holds `new_ids` for `key` under `model`, unless it is held already or either is longer
     /// than `u16::MAX`.
     pub(crate) fn insert(&mut self, model: u32, key: &[u8], new_ids: &[u32]) {
+        let tag = tag_of(model, key);
         if key.len() > u16::MAX as usize
             || new_ids.len() > u16::MAX as usize
-            || self.get(model, key).is_some()
+            || self.find(tag, model, key).is_some()
         {
             return;
         }
@@ -153,22 +159,25 @@ impl LongKeys {
         if (self.len + 1) * 8 > self.lines.len() * LINE_SLOTS * 7 {
             self.grow();
         }
+        let at = self.push_entry(model, key, new_ids);
+        self.place(Slot { tag, at });
+        self.len += 1;
+    }
+
+    /// Appends the entry of `key` under `model` with `ids` to the arena (no slot points to it
+    /// yet) and returns where it starts.
+    fn push_entry(&mut self, model: u32, key: &[u8], ids: &[u32]) -> u32 {
         let at = arena_index(&self.arena);
         self.arena.push(model);
-        self.arena
-            .push(key.len() as u32 | (new_ids.len() as u32) << 16);
-        self.arena.extend_from_slice(new_ids);
+        self.arena.push(key.len() as u32 | (ids.len() as u32) << 16);
+        self.arena.extend_from_slice(ids);
         // The key's bytes in memory order (the last word padded with zeros).
         self.arena.extend(key.chunks(4).map(|c| {
             let mut word = [0; 4];
             word[..c.len()].copy_from_slice(c);
             u32::from_ne_bytes(word)
         }));
-        self.place(Slot {
-            tag: tag_of(model, key),
-            at,
-        });
-        self.len += 1;
+        at
     }
 
     /// Puts `slot` in the first empty slot from its home line on.
@@ -267,15 +276,7 @@ mod tests {
     /// Puts an entry of `key` under `model` with `ids` in the arena, its slot tagged `tag`
     /// (forged: any tag), and returns where it is.
     fn forge(long: &mut LongKeys, tag: u32, model: u32, key: &[u8], ids: &[u32]) -> u32 {
-        let at = long.arena.len() as u32;
-        long.arena
-            .extend([model, key.len() as u32 | (ids.len() as u32) << 16]);
-        long.arena.extend_from_slice(ids);
-        long.arena.extend(key.chunks(4).map(|c| {
-            let mut word = [0; 4];
-            word[..c.len()].copy_from_slice(c);
-            u32::from_ne_bytes(word)
-        }));
+        let at = long.push_entry(model, key, ids);
         long.place(Slot { tag, at });
         at
     }

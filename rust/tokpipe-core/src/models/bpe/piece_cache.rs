@@ -43,10 +43,9 @@
 //!   with the long ones' lines requested ahead and the short ones' ids found from their slots,
 //!   about 7% (benches/RESULTS.md, "Tenth step"). Why 8 MiB: text in non-Latin scripts has
 //!   many such pieces (24 languages of manual pages: 62,381 distinct ones of 16 bytes or more,
-//!   5.2 MB of them), and
-//!   a map emptied at 2 MiB (or 4) forgot them before they came back, so a second pass over
-//!   that text ran no faster than the first; at 8 MiB it runs about 2.2x as fast (a Rust-only
-//!   driver), for about 12 MiB more of resident memory.
+//!   5.2 MB of them), and a map emptied at 2 MiB (or 4) forgot them before they came back, so
+//!   a second pass over that text ran no faster than the first; at 8 MiB it runs about 2.2x as
+//!   fast (a Rust-only driver), for about 12 MiB more of resident memory.
 //! - Memory is therefore bounded per thread that encodes (about 36 MiB at most: the table, the
 //!   second map's arena, whose allocation can reach twice [`LONG_BYTES`] as it grows, and its
 //!   table), never by the input.
@@ -327,9 +326,7 @@ impl PieceCache {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // Marks from 2^32 epochs ago would pass for current ones.
-            for i in 0..BUCKETS {
-                self.buckets[i] = Bucket([EMPTY; 2]);
-            }
+            self.buckets.fill(Bucket([EMPTY; 2]));
         }
     }
 }
