@@ -171,7 +171,7 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
 /// splits by backtracking).
 #[inline(always)]
 fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
-    use super::scanners::{class_of_non_ascii, decode_multi, L, LO, UP};
+    use super::scanners::{class_of_code, decode_code, L, LO, UP};
     let mut rest = m.high;
     while rest != 0 {
         let k = rest.trailing_zeros() as usize;
@@ -186,10 +186,10 @@ fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
             m.known = k as u32;
             break;
         }
-        let (c, _) = decode_multi(w, k);
-        let class = class_of_non_ascii(c);
+        let (cp, _) = decode_code(w, k);
+        let class = class_of_code(cp);
         let one_case = (class & UP != 0) != (class & LO != 0);
-        if class & L == 0 || c == '\u{17F}' || (O200K && !one_case) {
+        if class & L == 0 || cp == 0x17F || (O200K && !one_case) {
             m.known = k as u32;
             break;
         }

@@ -21,7 +21,7 @@
 //!
 //! How they are fast: ASCII letter runs are skipped eight bytes at a time (SWAR), the commonest
 //! o200k pieces (an ASCII word, lower case or capitalised, with or without a leading space) take
-//! a shortcut, non-ASCII chars go through one out-of-line table lookup, and pieces are sliced
+//! a shortcut, non-ASCII chars go through one out-of-line table lookup (`bmp_classes`), and pieces are sliced
 //! without re-checking char boundaries. On English text they run at 400-700 MB/s per core, 10-40x
 //! fancy-regex on the same pattern; on Japanese and Chinese text the gap is 3-20x. cl100k and
 //! o200k go further: text is cut 64 bytes at a time with bit masks where it is ASCII (and
@@ -102,20 +102,48 @@ pub(super) fn class_of_non_ascii(c: char) -> u8 {
     }
 }
 
+/// [`class_of_non_ascii`] of every code point of the Basic Multilingual Plane, built on first
+/// use (64 KiB). Why: the category lookup is two dependent table loads and a char check, and
+/// on text in other scripts it was about a quarter of the scanners' time; the BMP holds the
+/// letters of every script in the 24-language benchmark, and the lines of the table a text
+/// touches (its scripts' blocks) stay in cache. Surrogates, which no `&str` holds, get 0.
+fn bmp_classes() -> &'static [u8; 0x10000] {
+    static TABLE: std::sync::OnceLock<Box<[u8; 0x10000]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Box::new([0u8; 0x10000]);
+        for (cp, class) in table.iter_mut().enumerate() {
+            *class = match char::from_u32(cp as u32) {
+                Some(c) if !c.is_ascii() => class_of_non_ascii(c),
+                _ => 0,
+            };
+        }
+        table
+    })
+}
+
+/// [`class_of_non_ascii`] of the code point `cp` of a char (one load for the BMP).
+#[inline(always)]
+pub(super) fn class_of_code(cp: u32) -> u8 {
+    match bmp_classes().get(cp as usize) {
+        Some(&class) => class,
+        None => class_of_non_ascii(char::from_u32(cp).unwrap_or('\u{FFFD}')),
+    }
+}
+
 /// Class bits of any char; exposed to the tests, which check it against fancy-regex.
 #[cfg(test)]
 fn class_of(c: char) -> u8 {
     if c.is_ascii() {
         ASCII[c as usize]
     } else {
-        class_of_non_ascii(c)
+        class_of_code(c as u32)
     }
 }
 
-/// Decodes the multi-byte char starting at `i`. `b` comes from a `&str` and `i` is on a char
-/// boundary, so the sequence is complete and valid; the out-of-range fallback is never taken.
+/// The code point and byte length of the multi-byte char starting at `i`. `b` comes from a
+/// `&str` and `i` is on a char boundary, so the sequence is complete and valid (a char).
 #[inline(always)]
-pub(super) fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
+pub(super) fn decode_code(b: &[u8], i: usize) -> (u32, usize) {
     let x = b[i] as u32;
     let (cp, n) = if x < 0xE0 {
         (((x & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
@@ -133,7 +161,7 @@ pub(super) fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
             4,
         )
     };
-    (char::from_u32(cp).unwrap_or('\u{FFFD}'), n)
+    (cp, n)
 }
 
 /// Class bits and byte length of the multi-byte char at `i`. Kept out of line: inlined, LLVM
@@ -141,8 +169,8 @@ pub(super) fn decode_multi(b: &[u8], i: usize) -> (char, usize) {
 /// than the call; out of line it is a table load, and the ASCII loops stay small.
 #[inline(never)]
 fn class_multi(b: &[u8], i: usize) -> (u8, usize) {
-    let (c, n) = decode_multi(b, i);
-    (class_of_non_ascii(c), n)
+    let (cp, n) = decode_code(b, i);
+    (class_of_code(cp), n)
 }
 
 /// Class bits and byte length of the char at `i` (`i < b.len()`, on a char boundary).

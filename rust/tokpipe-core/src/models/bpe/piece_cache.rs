@@ -14,12 +14,20 @@
 //! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more keeps them in the
 //!   second map's arena below, with an [`IN_LONG`] mark in its slot.
 //! - The table has a fixed size ([`BUCKETS`] buckets of two 32-byte slots, one cache line a
-//!   bucket: 16 MiB a thread) and never grows: a new entry takes the bucket's first slot and
-//!   moves the previous one to the second; the older one moves to the second slot of the
-//!   neighbour bucket (`bucket ^ 1`), dropping the entry there. A probe reads its own bucket
-//!   only; a miss also requests the neighbour's line, and when the batch of misses is resolved
-//!   an entry found there is swapped back to the front of its own bucket instead of being
-//!   merged again. Why: 190,000 distinct pieces in 262,144 two-slot buckets leave thousands of
+//!   bucket: 16 MiB a thread) and never grows: a new entry takes the bucket's first slot if
+//!   that is empty or holds another model's entry, else its second slot; the entry it
+//!   displaces from the second slot moves to the second slot of the neighbour bucket
+//!   (`bucket ^ 1`), dropping the entry there. A probe reads its own bucket only; a miss also
+//!   requests the neighbour's line, and when the batch of misses is resolved an entry found
+//!   there is swapped back to the front of its own bucket instead of being merged again.
+//! - So the first slot changes hands only when a piece comes back (from the neighbour), and
+//!   it is held by a piece that recurs; new pieces, most of them rare, pass through the
+//!   second. Why: the probe compares the first slot, then the second, and the branch between
+//!   them is predicted: when every new entry took the first slot, the text's frequent pieces
+//!   (a few thousand of them are most of its pieces) sat behind a rarer one in many of their
+//!   probes, and the branch mispredicted. Kept in front, a warm pass over 20 MB of English
+//!   runs about 1.25x as fast, the 24 languages about 1.08x, and a first pass 1.02-1.10x
+//!   (a Rust-only driver; benches/RESULTS.md, "Eleventh step"). Why the neighbour: 190,000 distinct pieces in 262,144 two-slot buckets leave thousands of
 //!   buckets with three or more, whose pieces kept pushing each other out, so a second pass
 //!   over the same 20 MB of English still met about 30,000 misses; with the neighbour about
 //!   19,000 of them are answered from there (11,000 left), and a warm pass runs 5-10% faster
@@ -283,10 +291,15 @@ impl PieceCache {
             self.long.push_ids(ids);
             slot.ids = [IN_LONG, at, self.epoch];
         }
-        // The bucket's older entry moves to the second slot of the neighbour bucket instead
-        // of being dropped, evicting that one's older entry: see the module's notes.
+        // The first slot stays with the piece that holds it (it recurs: see the module's
+        // notes), unless it belongs to another model. The entry pushed out of the second
+        // slot moves to the second slot of the neighbour bucket instead of being dropped.
         let [first, second] = self.buckets[bucket].0;
-        self.buckets[bucket].0 = [slot, first];
+        if first.key != 0 && first.model == model {
+            self.buckets[bucket].0[1] = slot;
+        } else {
+            self.buckets[bucket].0 = [slot, first];
+        }
         if second.key != 0 {
             self.buckets[neighbour(bucket)].0[1] = second;
         }
@@ -552,56 +565,89 @@ pub(super) mod tests {
         assert_eq!(out, [last]);
     }
 
+    /// The first `n` keys of pieces whose bucket is `bucket`.
+    fn keys_of_bucket(bucket: usize, prefix: &str, n: usize) -> Vec<u128> {
+        (0u32..)
+            .map(|i| key_of(format!("{prefix}{i}").as_bytes()))
+            .filter(|&key| PieceCache::bucket(key) == bucket)
+            .take(n)
+            .collect()
+    }
+
     #[test]
-    fn an_entry_pushed_out_of_its_bucket_waits_in_the_neighbour_and_comes_back_to_the_front() {
+    fn new_entries_pass_through_the_second_slot_and_a_returning_one_takes_the_first() {
         let mut cache = PieceCache::new();
-        // Four pieces of one bucket, put oldest first: the oldest two leave the bucket.
-        let mut same = (0u32..)
-            .map(|i| key_of(format!("p{i}").as_bytes()))
-            .filter(|&key| PieceCache::bucket(key) == 40);
-        let keys: Vec<u128> = same.by_ref().take(4).collect();
+        // Four pieces of one bucket, put in turn: the first keeps the first slot, each later
+        // one takes the second, pushing the one there to the neighbour (dropping the one
+        // there: the neighbour keeps one).
+        let keys = keys_of_bucket(40, "p", 4);
         for (i, &key) in keys.iter().enumerate() {
             cache.put(7, key, &[i as u32, 100]);
         }
+        assert_eq!(cache.buckets[40].0[0].key, keys[0]);
+        assert_eq!(cache.ids_in(40, 7, keys[0]), Some(&[0, 100, NONE]));
+        assert_eq!(cache.ids_in(40, 7, keys[3]), Some(&[3, 100, NONE]));
         let mut out = Vec::new();
-        for &key in &keys[..2] {
+        for &key in &keys[1..3] {
             assert_eq!(cache.ids_in(40, 7, key), None);
             assert!(!cache.get_in(40, 7, key, &mut out));
         }
-        // The neighbour keeps the newer of the two (its second slot), never another model's.
-        assert_eq!(cache.take_from_neighbour(40, 7, keys[0]), None);
-        assert_eq!(cache.take_from_neighbour(40, 8, keys[1]), None);
-        assert_eq!(
-            cache.take_from_neighbour(40, 7, keys[1]),
-            Some([1, 100, NONE])
-        );
-        // Now at the front of its bucket, and the bucket's entries are all still cached.
-        assert_eq!(cache.buckets[40].0[0].key, keys[1]);
-        assert_eq!(cache.ids_in(40, 7, keys[1]), Some(&[1, 100, NONE]));
-        assert_eq!(cache.ids_in(40, 7, keys[3]), Some(&[3, 100, NONE]));
+        // The neighbour keeps the latest pushed out, never for another model.
+        assert_eq!(cache.take_from_neighbour(40, 7, keys[1]), None);
+        assert_eq!(cache.take_from_neighbour(40, 8, keys[2]), None);
         assert_eq!(
             cache.take_from_neighbour(40, 7, keys[2]),
             Some([2, 100, NONE])
         );
-        // A piece of the neighbour bucket itself keeps its own first slot.
-        let theirs = (0u32..)
-            .map(|i| key_of(format!("q{i}").as_bytes()))
-            .find(|&key| PieceCache::bucket(key) == 41)
-            .unwrap();
+        // Back, it takes the first slot; the first moves to the second, and the second to
+        // the neighbour, where it is found in turn. No entry was lost on the way.
+        assert_eq!(cache.buckets[40].0[0].key, keys[2]);
+        assert_eq!(cache.ids_in(40, 7, keys[2]), Some(&[2, 100, NONE]));
+        assert_eq!(cache.ids_in(40, 7, keys[0]), Some(&[0, 100, NONE]));
+        assert_eq!(
+            cache.take_from_neighbour(40, 7, keys[3]),
+            Some([3, 100, NONE])
+        );
+        assert_eq!(cache.buckets[40].0[0].key, keys[3]);
+        // The pieces of the neighbour bucket itself keep its first slot.
+        let theirs = keys_of_bucket(41, "q", 1)[0];
         cache.put(7, theirs, &[9]);
         for &key in &keys {
             cache.put(7, key, &[5]);
         }
         assert_eq!(cache.buckets[41].0[0].key, theirs);
         assert_eq!(cache.ids_in(41, 7, theirs), Some(&[9, NONE, NONE]));
-        // A piece whose ids are in the long map's arena is not taken from the neighbour (the
-        // piece is merged again and its ids put back in the arena).
-        let marked = keys[0];
+    }
+
+    #[test]
+    fn an_entry_of_another_model_gives_up_the_first_slot() {
+        let mut cache = PieceCache::new();
+        let keys = keys_of_bucket(40, "p", 3);
+        cache.put(8, keys[0], &[1]);
+        cache.put(7, keys[1], &[2]);
+        // A model no longer used leaves its entries behind; they must not hold the first
+        // slot against every entry of the model in use.
+        assert_eq!(cache.buckets[40].0[0].key, keys[1]);
+        assert_eq!(cache.buckets[40].0[1].key, keys[0]);
+        cache.put(7, keys[2], &[3]);
+        assert_eq!(cache.buckets[40].0[0].key, keys[1]);
+        assert_eq!(cache.ids_in(40, 7, keys[2]), Some(&[3, NONE, NONE]));
+        assert_eq!(
+            cache.take_from_neighbour(40, 8, keys[0]),
+            Some([1, NONE, NONE])
+        );
+    }
+
+    #[test]
+    fn a_piece_whose_ids_are_in_the_arena_is_not_taken_from_the_neighbour() {
+        // Such a piece is merged again and its ids put back in the arena.
+        let mut cache = PieceCache::new();
+        let keys = keys_of_bucket(40, "p", 3);
+        let marked = keys[1];
+        cache.put(7, keys[0], &[6]);
         cache.put(7, marked, &[1, 2, 3, 4]);
-        assert_eq!(cache.buckets[40].0[0].ids[0], IN_LONG);
-        for &key in &keys[1..3] {
-            cache.put(7, key, &[6]);
-        }
+        assert_eq!(cache.buckets[40].0[1].ids[0], IN_LONG);
+        cache.put(7, keys[2], &[6]);
         assert_eq!(cache.buckets[41].0[1].key, marked);
         assert_eq!(cache.take_from_neighbour(40, 7, marked), None);
     }
