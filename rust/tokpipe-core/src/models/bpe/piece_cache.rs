@@ -291,6 +291,17 @@ impl PieceCache {
             self.long.push_ids(ids);
             slot.ids = [IN_LONG, at, self.epoch];
         }
+        // The piece's own entry, whose ids the arena no longer has (a stale mark), is
+        // replaced where it is: left in front of the new one, it would answer every probe
+        // first, a miss each time.
+        if let Some(own) = self.buckets[bucket]
+            .0
+            .iter_mut()
+            .find(|entry| entry.holds(model, key))
+        {
+            *own = slot;
+            return;
+        }
         // The first slot stays with the piece that holds it (it recurs: see the module's
         // notes), unless it belongs to another model. The entry pushed out of the second
         // slot moves to the second slot of the neighbour bucket instead of being dropped.
@@ -636,6 +647,26 @@ pub(super) mod tests {
             cache.take_from_neighbour(40, 8, keys[0]),
             Some([1, NONE, NONE])
         );
+    }
+
+    #[test]
+    fn a_piece_put_again_after_the_arena_is_emptied_is_found_at_the_next_probe() {
+        let mut cache = PieceCache::new();
+        let keys = keys_of_bucket(40, "p", 2);
+        cache.put(7, keys[0], &[1, 2, 3, 4]);
+        cache.put(7, keys[1], &[5]);
+        let mut out = Vec::new();
+        assert!(cache.get(7, keys[0], &mut out));
+        // The arena is emptied: the mark in the first slot is stale, a miss.
+        cache.make_room(LONG_BYTES + 1);
+        assert!(!cache.get(7, keys[0], &mut out));
+        // Merged again and put back, the piece is found (its stale mark does not stay in
+        // front of the new entry), and the other piece of the bucket is still there.
+        cache.put(7, keys[0], &[1, 2, 3, 4]);
+        out.clear();
+        assert!(cache.get(7, keys[0], &mut out));
+        assert_eq!(out, [1, 2, 3, 4]);
+        assert_eq!(cache.ids_in(40, 7, keys[1]), Some(&[5, NONE, NONE]));
     }
 
     #[test]
