@@ -52,6 +52,8 @@ pub(super) struct Masks {
     pub(super) known: u32,
     /// Non-ASCII bytes (never cleared: read only by `with_letters`).
     pub(super) high: u64,
+    /// Non-ASCII bytes that start a char (`11xxxxxx`; read only by `with_letters`).
+    pub(super) lead: u64,
     pub(super) letter: u64,
     pub(super) digit: u64,
     /// `\s` in ASCII: space, `\t`, `\n`, `\v`, `\f`, `\r`.
@@ -76,6 +78,7 @@ pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
     let mut m = Masks {
         known: WINDOW as u32,
         high: 0,
+        lead: 0,
         letter: 0,
         digit: 0,
         space: 0,
@@ -89,6 +92,7 @@ pub(super) fn masks_by_table(w: &[u8; WINDOW]) -> Masks {
         let bit = 1u64 << k;
         if x >= 0x80 {
             m.high |= bit;
+            m.lead |= bit * (x >= 0xC0) as u64;
             continue;
         }
         let c = ASCII[x as usize];
@@ -112,7 +116,7 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
     // SAFETY: SSE2 is part of x86-64; the four unaligned loads read the window's 64 bytes.
     unsafe {
         let splat = |x: u8| _mm_set1_epi8(x as i8);
-        let mut bits = [0u64; 9];
+        let mut bits = [0u64; 10];
         for q in 0..4 {
             let v = _mm_loadu_si128(w.as_ptr().add(16 * q) as *const __m128i);
             // Signed compares: a non-ASCII byte is negative, below every bound.
@@ -134,9 +138,12 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
             let apostrophe = _mm_cmpeq_epi8(v, splat(b'\''));
             let lower = between(b'a', b'z', v);
             let slash = _mm_cmpeq_epi8(v, splat(b'/'));
+            // Each byte's bit 6 moved to its sign bit (a 16-bit shift: the low byte's bit 7
+            // goes to the high byte's bit 0, which `movemask` does not read).
+            let lead = _mm_and_si128(v, _mm_slli_epi16(v, 1));
             let shift = 16 * q;
             let all = [
-                v, letter, digit, space, newline, blank, apostrophe, lower, slash,
+                v, letter, digit, space, newline, blank, apostrophe, lower, slash, lead,
             ];
             for (slot, m) in bits.iter_mut().zip(all) {
                 *slot |= ((_mm_movemask_epi8(m) as u32 & 0xFFFF) as u64) << shift;
@@ -145,6 +152,7 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
         Masks {
             known: WINDOW as u32,
             high: bits[0],
+            lead: bits[9],
             letter: bits[1],
             digit: bits[2],
             space: bits[3],
@@ -172,11 +180,13 @@ pub(super) fn masks(w: &[u8; WINDOW]) -> Masks {
 #[inline(always)]
 fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
     use super::scanners::{class_of_code, decode_code, L, LO, UP};
-    let mut rest = m.high;
-    while rest != 0 {
-        let k = rest.trailing_zeros() as usize;
-        // The window starts on a char boundary and steps over whole chars, so `k` is a lead
-        // byte.
+    // One char at a time, found from its lead byte: the loop carries only the leads still to
+    // look at, so one char's decode and class do not wait for the previous char's length.
+    let mut leads = m.lead;
+    let mut lower = 0;
+    while leads != 0 {
+        let k = leads.trailing_zeros() as usize;
+        leads &= leads - 1;
         let n = match w[k] {
             0xC0..=0xDF => 2,
             0xE0..=0xEF => 3,
@@ -193,13 +203,11 @@ fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
             m.known = k as u32;
             break;
         }
-        let bits = ((1u64 << n) - 1) << k;
-        m.letter |= bits;
-        if class & LO != 0 {
-            m.lower |= bits;
-        }
-        rest &= !bits;
+        lower |= (((1u64 << n) - 1) << k) & ((class & LO != 0) as u64).wrapping_neg();
     }
+    // Every char before `known` is a letter, and all its bytes are non-ASCII.
+    m.letter |= m.high;
+    m.lower |= lower;
     let keep = below(m.known);
     m.letter &= keep;
     m.digit &= keep;
