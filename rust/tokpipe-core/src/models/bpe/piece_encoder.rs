@@ -328,13 +328,13 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
             keys.push(key);
             buckets.push(bucket as u32);
         }
-        let out = &mut *self.out;
         let id = model.cache_id;
+        let mut end = End::of(self.out);
         let keyed = pieces.iter().zip(keys.as_slice()).zip(buckets.as_slice());
         for ((&piece, &key), &bucket) in keyed {
             if key != 0 {
                 if let Some(ids) = cache.ids_in(bucket as usize, id, key) {
-                    push_slot(out, ids);
+                    end.push_slot(self.out, ids);
                     continue;
                 }
             }
@@ -343,26 +343,59 @@ impl<'m, 'c, 'o, 't> PieceEncoder<'m, 'c, 'o, 't> {
                 key,
                 bucket: bucket as usize,
             };
-            self.batch.probe(model, cache, states, out, pending);
+            end.write_back(self.out);
+            self.batch.probe(model, cache, states, self.out, pending);
+            end = End::of(self.out);
         }
+        end.write_back(self.out);
         self.chunk.clear();
     }
 }
 
-/// Appends a cache slot's ids (1 to [`MAX_IDS`], `NONE` past the last), copying the whole slot
-/// and keeping its ids: no branch on their count.
-#[inline(always)]
-fn push_slot(out: &mut Vec<u32>, ids: &[u32; MAX_IDS]) {
-    // The vector grows with the ids actually written (the caller sized it for a typical
-    // text), not by a chunk's worst case, which would reallocate most documents.
-    out.reserve(MAX_IDS);
-    let len = out.len();
-    let count = id_count(ids);
-    // SAFETY: `reserve` left room for `MAX_IDS` ids past `len`; the first `count` of them are
-    // the slot's ids.
-    unsafe {
-        std::ptr::copy_nonoverlapping(ids.as_ptr(), out.as_mut_ptr().add(len), MAX_IDS);
-        out.set_len(len + count);
+/// Where the chunk's hits append their ids: the output's length, capacity and buffer in
+/// locals, written back to the vector before anything else appends to it. Why: appended
+/// through the vector, each hit loaded and stored its length in memory (its buffer's writes
+/// might alias it, for all the compiler knows), on the path that most pieces take.
+struct End {
+    ptr: *mut u32,
+    len: usize,
+    cap: usize,
+}
+
+impl End {
+    #[inline(always)]
+    fn of(out: &mut Vec<u32>) -> Self {
+        End {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+            cap: out.capacity(),
+        }
+    }
+
+    /// Sets `out`'s length to the ids appended (its buffer is `self.ptr`'s).
+    #[inline(always)]
+    fn write_back(&self, out: &mut Vec<u32>) {
+        debug_assert_eq!(out.as_mut_ptr(), self.ptr);
+        // SAFETY: the first `len` ids of the buffer are written (those of `out` before, and
+        // the slots' ids after), and `len <= cap`.
+        unsafe { out.set_len(self.len) };
+    }
+
+    /// Appends a cache slot's ids (1 to [`MAX_IDS`], `NONE` past the last), copying the
+    /// whole slot and keeping its ids: no branch on their count.
+    #[inline(always)]
+    fn push_slot(&mut self, out: &mut Vec<u32>, ids: &[u32; MAX_IDS]) {
+        // The vector grows with the ids actually written (the caller sized it for a typical
+        // text), not by a chunk's worst case, which would reallocate most documents.
+        if self.cap - self.len < MAX_IDS {
+            self.write_back(out);
+            out.reserve(MAX_IDS);
+            *self = End::of(out);
+        }
+        // SAFETY: there is room for `MAX_IDS` ids past `len` (checked above); the first
+        // `id_count` of them are the slot's ids.
+        unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), self.ptr.add(self.len), MAX_IDS) };
+        self.len += id_count(ids);
     }
 }
 
