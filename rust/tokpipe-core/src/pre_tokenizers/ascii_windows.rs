@@ -205,7 +205,7 @@ fn with_letters<const O200K: bool>(w: &[u8; WINDOW], mut m: Masks) -> Masks {
         }
         lower |= (((1u64 << n) - 1) << k) & ((class & LO != 0) as u64).wrapping_neg();
     }
-    // Every char before `known` is a letter, and all its bytes are non-ASCII.
+    // Every non-ASCII char before `known` is a letter (all its bytes are non-ASCII).
     m.letter |= m.high;
     m.lower |= lower;
     let keep = below(m.known);

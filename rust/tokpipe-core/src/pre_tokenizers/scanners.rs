@@ -9,7 +9,8 @@
 //! How they stay exact:
 //! - Every char maps to a bit set of the classes the patterns test (`\s`, `\p{L}`, `\p{N}`,
 //!   `[\r\n]` and o200k's two case classes). ASCII goes through a 128-entry table; other chars
-//!   through `unicode-general-category` (Unicode 16.0, the same version as the regex-syntax 0.8
+//!   through a table of the Basic Multilingual Plane built from `unicode-general-category`
+//!   (the crate itself above it; Unicode 16.0, the same version as the regex-syntax 0.8
 //!   tables fancy-regex uses; a test checks every code point against fancy-regex itself).
 //! - Branches are tried in the pattern's order, and backtracking is simulated only where it
 //!   changes the result: `\s+(?!\S)` gives back the last whitespace char, `\s*[\r\n]` backs off to
@@ -21,12 +22,12 @@
 //!
 //! How they are fast: ASCII letter runs are skipped eight bytes at a time (SWAR), the commonest
 //! o200k pieces (an ASCII word, lower case or capitalised, with or without a leading space) take
-//! a shortcut, non-ASCII chars go through one out-of-line table lookup (`bmp_classes`), and pieces are sliced
-//! without re-checking char boundaries. On English text they run at 400-700 MB/s per core, 10-40x
-//! fancy-regex on the same pattern; on Japanese and Chinese text the gap is 3-20x. cl100k and
-//! o200k go further: text is cut 64 bytes at a time with bit masks where it is ASCII (and
-//! letters) (`ascii_windows`), and these functions cut the rest, piece by piece; that
-//! doubles their speed on English (600-800 MB/s).
+//! a shortcut, non-ASCII chars go through one out-of-line table lookup (`bmp_classes`), and
+//! pieces are sliced without re-checking char boundaries. On English text they run at 400-700
+//! MB/s per core, 10-40x fancy-regex on the same pattern; on Japanese and Chinese text the gap
+//! is 3-20x. cl100k and o200k go further: text is cut 64 bytes at a time with bit masks where
+//! it is ASCII (and letters) (`ascii_windows`), and these functions cut the rest, piece by
+//! piece; that doubles their speed on English (600-800 MB/s).
 //!
 //! Unicode caveat: class membership comes from `unicode-general-category` 1.1 (Unicode 16.0),
 //! while fancy-regex's classes come from regex-syntax (Unicode 16.0 in 0.8.x). If either crate
@@ -37,7 +38,7 @@
 //! corpora, on random strings over an alphabet of the awkward characters, on every code point in
 //! context, and on adversarial megabyte inputs.
 //!
-//! (Over 500 lines: the class table and the run helpers (about 290 lines) are shared by the three
+//! (Over 500 lines: the class table and the run helpers (about 310 lines) are shared by the three
 //! scanners (about 225); the tests are in `scanner_tests.rs`.)
 
 use super::ascii_windows::windowed;
@@ -164,9 +165,9 @@ pub(super) fn decode_code(b: &[u8], i: usize) -> (u32, usize) {
     (cp, n)
 }
 
-/// Class bits and byte length of the multi-byte char at `i`. Kept out of line: inlined, LLVM
-/// threads the category match into the callers' branches as an indirect jump, which costs more
-/// than the call; out of line it is a table load, and the ASCII loops stay small.
+/// Class bits and byte length of the multi-byte char at `i`. Kept out of line, so that the
+/// ASCII loops stay small. (When it held the category match, inlining it made that match an
+/// indirect jump in the callers' branches, which cost more than the call.)
 #[inline(never)]
 fn class_multi(b: &[u8], i: usize) -> (u8, usize) {
     let (cp, n) = decode_code(b, i);

@@ -14,24 +14,28 @@
 //! - A value is up to [`MAX_IDS`] ids inline; a piece that encodes to more keeps them in the
 //!   second map's arena below, with an [`IN_LONG`] mark in its slot.
 //! - The table has a fixed size ([`BUCKETS`] buckets of two 32-byte slots, one cache line a
-//!   bucket: 16 MiB a thread) and never grows: a new entry takes the bucket's first slot if
-//!   that is empty or holds another model's entry, else its second slot; the entry it
-//!   displaces from the second slot moves to the second slot of the neighbour bucket
-//!   (`bucket ^ 1`), dropping the entry there. A probe reads its own bucket only; a miss also
-//!   requests the neighbour's line, and when the batch of misses is resolved an entry found
-//!   there is swapped back to the front of its own bucket instead of being merged again.
-//! - So the first slot changes hands only when a piece comes back (from the neighbour), and
-//!   it is held by a piece that recurs; new pieces, most of them rare, pass through the
-//!   second. Why: the probe compares the first slot, then the second, and the branch between
-//!   them is predicted: when every new entry took the first slot, the text's frequent pieces
-//!   (a few thousand of them are most of its pieces) sat behind a rarer one in many of their
-//!   probes, and the branch mispredicted. Kept in front, a warm pass over 20 MB of English
-//!   runs about 1.25x as fast, the 24 languages about 1.08x, and a first pass 1.02-1.10x
-//!   (a Rust-only driver; benches/RESULTS.md, "Eleventh step"). Why the neighbour: 190,000 distinct pieces in 262,144 two-slot buckets leave thousands of
-//!   buckets with three or more, whose pieces kept pushing each other out, so a second pass
-//!   over the same 20 MB of English still met about 30,000 misses; with the neighbour about
-//!   19,000 of them are answered from there (11,000 left), and a warm pass runs 5-10% faster
-//!   (benches/RESULTS.md, "Sixth step"); the first pass, which writes the neighbour's line
+//!   bucket: 16 MiB a thread) and never grows. A new entry takes the bucket's first slot if
+//!   that is free (empty, or a mark whose arena ids are gone) or holds another model's entry,
+//!   else its second slot; the entry it pushes out of the second slot moves to the second
+//!   slot of the neighbour bucket (`bucket ^ 1`), dropping the entry there. A probe reads its
+//!   own bucket only; a miss also requests the neighbour's line, and when the batch of misses
+//!   is resolved an entry found there is swapped back to the front of its own bucket instead
+//!   of being merged again.
+//! - So, once taken, the first slot changes hands when a piece comes back from the neighbour
+//!   (or its entry is another model's or stale): it is held by a piece that recurs, and new
+//!   pieces, most of them rare, pass through the second. Why: the probe compares the first
+//!   slot, then the second, and the branch between them is predicted. When every new entry
+//!   took the first slot, the text's frequent pieces (a few thousand of them are most of its
+//!   pieces) sat behind a rarer one in many of their probes, and the branch mispredicted.
+//!   Kept in front, a warm pass over 20 MB of English runs about 1.25x as fast, the 24
+//!   languages about 1.08x, and a first pass 1.02-1.04x (a Rust-only driver;
+//!   benches/RESULTS.md, "Eleventh step").
+//! - Why the neighbour: 190,000 distinct pieces in 262,144 two-slot buckets leave thousands
+//!   of buckets with three or more, whose pieces kept pushing each other out. Under the
+//!   policy of the time (every new entry in front), a second pass over the same 20 MB of
+//!   English still met about 30,000 misses; with the neighbour about 19,000 of them were
+//!   answered from there (11,000 left), and a warm pass ran 5-10% faster (benches/RESULTS.md,
+//!   "Sixth step"); the first pass, which writes the neighbour's line
 //!   too, measured the same. Why 16 MiB: 20 MB of English
 //!   has about 190,000 distinct pieces, and a table of 2 MiB (131,072 slots) kept evicting
 //!   the frequent ones, so that a tokenizer encoding that text a second time still met about
@@ -65,7 +69,7 @@
 //! Ids never depend on the cache: an entry is the merge loop's own output for that piece and
 //! model, so a hit gives the ids a miss would compute.
 //!
-//! (Over 500 lines: about 280 of them are its tests; the rest is one cache, whose table,
+//! (Over 500 lines: about 330 of them are its tests; the rest is one cache, whose table,
 //! neighbour buckets and long map share its memory bound.)
 
 use super::huge_table::HugeTable;
@@ -195,8 +199,8 @@ impl PieceCache {
         crate::models::prefetch::prefetch(&self.buckets[bucket]);
     }
 
-    /// [`PieceCache::prefetch`] of the bucket where bucket `bucket`'s older entries wait, for
-    /// [`PieceCache::take_from_neighbour`].
+    /// [`PieceCache::prefetch`] of the bucket where the entries pushed out of bucket `bucket`
+    /// wait, for [`PieceCache::take_from_neighbour`].
     #[inline(always)]
     pub(super) fn prefetch_neighbour(&self, bucket: usize) {
         self.prefetch(neighbour(bucket));
@@ -247,7 +251,7 @@ impl PieceCache {
     }
 
     /// The ids of `key` under `model` (`NONE` past the last) when the neighbour of bucket
-    /// `bucket`, where [`PieceCache::put_in`] moves a bucket's older entries, holds them; the
+    /// `bucket`, where [`PieceCache::put_in`] moves the entries it pushes out, holds them; the
     /// entry is then swapped to the front of `bucket` (both buckets keep their entries, in a
     /// new order), so that the piece's next probe is answered by the chunk's fast path.
     pub(super) fn take_from_neighbour(
@@ -302,11 +306,18 @@ impl PieceCache {
             *own = slot;
             return;
         }
-        // The first slot stays with the piece that holds it (it recurs: see the module's
-        // notes), unless it belongs to another model. The entry pushed out of the second
-        // slot moves to the second slot of the neighbour bucket instead of being dropped.
+        // A free first slot (empty, or a stale mark) is taken, and nothing moves.
         let [first, second] = self.buckets[bucket].0;
-        if first.key != 0 && first.model == model {
+        let stale = first.ids[0] == IN_LONG && first.ids[2] != self.epoch;
+        if first.key == 0 || stale {
+            self.buckets[bucket].0[0] = slot;
+            return;
+        }
+        // Otherwise the first slot stays with the piece that holds it (it recurs: see the
+        // module's notes), unless it belongs to another model. The entry pushed out of the
+        // second slot moves to the second slot of the neighbour bucket instead of being
+        // dropped.
+        if first.model == model {
             self.buckets[bucket].0[1] = slot;
         } else {
             self.buckets[bucket].0 = [slot, first];
@@ -667,6 +678,32 @@ pub(super) mod tests {
         assert!(cache.get(7, keys[0], &mut out));
         assert_eq!(out, [1, 2, 3, 4]);
         assert_eq!(cache.ids_in(40, 7, keys[1]), Some(&[5, NONE, NONE]));
+    }
+
+    #[test]
+    fn a_free_first_slot_is_taken_without_pushing_the_second_out() {
+        let mut cache = PieceCache::new();
+        // The neighbour's overflow lands in bucket 40's second slot, its first still empty.
+        let theirs = keys_of_bucket(41, "q", 3);
+        for (i, &key) in theirs.iter().enumerate() {
+            cache.put(7, key, &[i as u32]);
+        }
+        assert_eq!(cache.buckets[40].0[1].key, theirs[1]);
+        let ours = keys_of_bucket(40, "p", 3);
+        cache.put(7, ours[0], &[10]);
+        assert_eq!(cache.buckets[40].0[0].key, ours[0]);
+        assert_eq!(
+            cache.take_from_neighbour(41, 7, theirs[1]),
+            Some([1, NONE, NONE])
+        );
+        // A mark whose arena ids are gone frees the first slot too.
+        let mut cache = PieceCache::new();
+        cache.put(7, ours[0], &[1, 2, 3, 4]);
+        cache.put(7, ours[1], &[5]);
+        cache.make_room(LONG_BYTES + 1);
+        cache.put(7, ours[2], &[6]);
+        assert_eq!(cache.buckets[40].0[0].key, ours[2]);
+        assert_eq!(cache.ids_in(40, 7, ours[1]), Some(&[5, NONE, NONE]));
     }
 
     #[test]

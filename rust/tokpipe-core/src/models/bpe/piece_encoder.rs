@@ -48,7 +48,7 @@
 //! [`BpeModel::encode_piece`]. Pieces of more than [`SHORT_PIECE`] bytes (more than a merge
 //! state holds) take the one-at-a-time path.
 //!
-//! (Over 500 lines: about 210 of them are its tests; the rest is one encoder, whose chunks,
+//! (Over 500 lines: about 200 of them are its tests; the rest is one encoder, whose chunks,
 //! batch of misses and merge states share its output.)
 
 use super::inline_vec::InlineVec;
