@@ -35,14 +35,13 @@
 //!   policy of the time (every new entry in front), a second pass over the same 20 MB of
 //!   English still met about 30,000 misses; with the neighbour about 19,000 of them were
 //!   answered from there (11,000 left), and a warm pass ran 5-10% faster (benches/RESULTS.md,
-//!   "Sixth step"); the first pass, which writes the neighbour's line
-//!   too, measured the same. Why 16 MiB: 20 MB of English
-//!   has about 190,000 distinct pieces, and a table of 2 MiB (131,072 slots) kept evicting
-//!   the frequent ones, so that a tokenizer encoding that text a second time still met about
-//!   235,000 misses (the first time, 255,000). At 16 MiB the second time meets about 30,000,
-//!   and runs about 1.5x as fast; the first time about 1.1x (a Rust-only driver, cl100k,
-//!   alternating builds). Its probes are requested a chunk of pieces ahead, so its size costs
-//!   no waiting.
+//!   "Sixth step"); the first pass, which writes the neighbour's line too, measured the same.
+//! - Why 16 MiB: 20 MB of English has about 190,000 distinct pieces, and a table of 2 MiB
+//!   (131,072 slots) kept evicting the frequent ones, so that a tokenizer encoding that text a
+//!   second time still met about 235,000 misses (the first time, 255,000). At 16 MiB the
+//!   second time meets about 30,000, and runs about 1.5x as fast; the first time about 1.1x
+//!   (a Rust-only driver, cl100k, alternating builds). Its probes are requested a chunk of
+//!   pieces ahead, so its size costs no waiting.
 //! - Pieces of 16 to [`MAX_LONG_PIECE`] bytes (long words, rules of `=====`, words of
 //!   non-Latin scripts: where the merge loop costs most) go to a second map
 //!   (`models::long_keys`: each key with its ids in one arena, found through a hash table whose
@@ -120,6 +119,13 @@ impl Slot {
     #[inline(always)]
     fn holds(&self, model: u32, key: u128) -> bool {
         self.key == key && self.model == model
+    }
+
+    /// Whether this slot is an [`IN_LONG`] mark from before the arena was last emptied (its
+    /// epoch is not `epoch`): its ids are gone.
+    #[inline(always)]
+    fn is_stale(&self, epoch: u32) -> bool {
+        self.ids[0] == IN_LONG && self.ids[2] != epoch
     }
 }
 
@@ -237,11 +243,11 @@ impl PieceCache {
         let Some(slot) = self.slot(bucket, model, key) else {
             return false;
         };
+        if slot.is_stale(self.epoch) {
+            return false;
+        }
         match slot.ids {
-            [IN_LONG, at, epoch] => {
-                if epoch != self.epoch {
-                    return false;
-                }
+            [IN_LONG, at, _] => {
                 let count = self.long.ids(at, 1)[0];
                 out.extend_from_slice(self.long.ids(at + 1, count));
             }
@@ -308,8 +314,7 @@ impl PieceCache {
         }
         // A free first slot (empty, or a stale mark) is taken, and nothing moves.
         let [first, second] = self.buckets[bucket].0;
-        let stale = first.ids[0] == IN_LONG && first.ids[2] != self.epoch;
-        if first.key == 0 || stale {
+        if first.key == 0 || first.is_stale(self.epoch) {
             self.buckets[bucket].0[0] = slot;
             return;
         }
