@@ -58,6 +58,19 @@ Verdict = tuple[Union[pa.Array, pa.ChunkedArray, np.ndarray, Sequence[bool]],
                 Union[str, pa.Array, np.ndarray, Sequence[str]]]
 
 
+def numbered(names: Sequence[str]) -> list[str]:
+    """``names`` made unique in order: a name met again gets ``-2``, ``-3``... (the run's
+    stats rows and the folders of ``rejected_by_stage`` name two stages of one type so)."""
+    out: list[str] = []
+    for base in names:
+        name, n = base, 1
+        while name in out:
+            n += 1
+            name = f"{base}-{n}"
+        out.append(name)
+    return out
+
+
 @dataclass
 class StageStats:
     """Counts for one stage, summed over batches, tasks and workers."""

@@ -25,13 +25,13 @@ import inspect
 import json
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tokpipe import storage
 from tokpipe.errors import ConfigError, ConfigWarning, TokpipeError
-from tokpipe.pipeline.base import Stage
+from tokpipe.pipeline.base import Stage, numbered
 from tokpipe.pipeline.params import check_params
 
 __all__ = ["PipelineConfig", "StageSpec", "DEFAULT_STAGES", "load_config", "parse_config", "check_types"]
@@ -50,6 +50,24 @@ _TOP_LEVEL = ("stages",)
 class StageSpec:
     type: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: The stage's row in the run's stats when its type came earlier in the config
+    #: (``TYPE-2``, ``TYPE-3``...; set by :class:`PipelineConfig`), else empty: the row is
+    #: the type's. The stage itself still goes by its type (its rejected documents'
+    #: ``stage`` column).
+    label: str = ""
+
+    @property
+    def stats_name(self) -> str:
+        """The stage's row in the run's stats."""
+        return self.label or self.type
+
+    def to_wire(self) -> dict[str, Any]:
+        """The spec as plain data, for a worker process (:meth:`from_wire`)."""
+        return {"type": self.type, "params": self.params, "label": self.label}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> StageSpec:
+        return cls(data["type"], data["params"], data["label"])
 
     def stage_class(self) -> type[Stage]:
         """The class ``type`` names (``ConfigError`` when none). The stages are imported on
@@ -72,6 +90,14 @@ class StageSpec:
 @dataclass(frozen=True)
 class PipelineConfig:
     stages: tuple[StageSpec, ...]
+
+    def __post_init__(self) -> None:
+        # Stats are kept per stage: a type met again gets a label of its own (numbered as
+        # its folder under rejected/ is), or two stages' counts would share one row.
+        names = numbered([spec.type for spec in self.stages])
+        labelled = tuple(replace(spec, label="" if name == spec.type else name)
+                         for spec, name in zip(self.stages, names))
+        object.__setattr__(self, "stages", labelled)
 
     def build(self) -> list[Stage]:
         return [spec.build() for spec in self.stages]

@@ -85,6 +85,32 @@ def test_every_document_is_kept_rejected_or_recorded(corpus: Path, tmp_path: Pat
     assert manifest["stats"]["exact_dedup"]["dropped_duplicate"] == reasons.count("duplicate")
 
 
+def test_a_stage_type_met_again_has_its_own_row_of_stats(corpus: Path, tmp_path: Path) -> None:
+    """Stats are kept per stage, not per type: with a document stage and a global stage each
+    twice, every stage's row says what it did (a type met again is ``TYPE-2``, as its folder
+    under rejected/ is), and the rows account for every document read."""
+    config = {"stages": [{"type": "length_filter", "min": 1}, {"type": "exact_dedup"},
+                         {"type": "length_filter", "min": 200}, {"type": "exact_dedup"}]}
+    out = tmp_path / "out"
+    result = pipeline.run([corpus], out, config, workers=2)
+    kept, rejected = output_rows(out)
+    stats = result.stats
+    assert list(stats) == ["read", "length_filter", "exact_dedup", "length_filter-2", "exact_dedup-2"]
+    reasons = [r for _, _, r in rejected]
+    assert stats["length_filter"].dropped["too_short"] == 6  # the empty texts
+    assert stats["exact_dedup"].dropped["duplicate"] == reasons.count("duplicate") > 0
+    assert stats["length_filter-2"].dropped["too_short"] == reasons.count("too_short") - 6 > 0
+    assert sum(stats["exact_dedup-2"].dropped.values()) == 0  # the first one left no duplicate
+    # Each stage's input is what the stage before it kept.
+    names = list(stats)
+    for before, after in zip(names, names[1:]):
+        assert stats[after].input == stats[before].kept, (before, after)
+    assert stats["exact_dedup-2"].kept == len(kept)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert list(manifest["stats"]) == names
+    assert manifest["stats"]["length_filter-2"] == stats["length_filter-2"].as_dict()
+
+
 def test_same_result_for_1_2_and_4_workers(corpus: Path, tmp_path: Path) -> None:
     results = []
     for workers in (1, 2, 4):

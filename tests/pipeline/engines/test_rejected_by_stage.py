@@ -163,7 +163,7 @@ def test_the_stage_folders_are_written_one_after_another(corpus: Path, default_r
 def test_two_stages_of_one_type_get_two_folders(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = {"stages": [{"type": "length_filter", "min": 600}, {"type": "length_filter", "min": 2500}]}
-    pipeline.run([corpus], out, config, rejected_by_stage=True)
+    result = pipeline.run([corpus], out, config, rejected_by_stage=True, workers=2)
     lengths = {d["id"]: len(d["text"]) for d in cc_documents()}
     lengths |= {f"copy-{i}": n for i, n in lengths.items()}
     folders = stage_folders(out)
@@ -172,6 +172,15 @@ def test_two_stages_of_one_type_get_two_folders(corpus: Path, tmp_path: Path) ->
     assert sorted(r[0] for r in folders["length_filter-2"]) == sorted(i for i, n in lengths.items()
                                                                      if 600 <= n < 2500)
     assert {r[3] for rows_ in folders.values() for r in rows_} == {"length_filter"}  # the column names the type
+    # Each stage has its own row of stats, named as its folder, in the result and the manifest.
+    short = sum(n < 600 for n in lengths.values())
+    middle = sum(600 <= n < 2500 for n in lengths.values())
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    for stats in ({name: s.as_dict() for name, s in result.stats.items()}, manifest["stats"]):
+        assert list(stats) == ["read", "length_filter", "length_filter-2"]
+        assert (stats["length_filter"]["in"], stats["length_filter"]["dropped_too_short"]) == (len(lengths), short)
+        assert (stats["length_filter-2"]["in"], stats["length_filter-2"]["dropped_too_short"]) == (
+            len(lengths) - short, middle)
 
 
 def test_jsonl_stage_folders_read_with_json(corpus: Path, default_run: Path, tmp_path: Path) -> None:

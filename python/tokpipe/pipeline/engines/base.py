@@ -333,12 +333,12 @@ class Executor:
     def segment_units(self, k: int, tasks: Sequence[Task], staging: Staging) -> list[WorkUnit]:
         """Segment ``k`` of each of ``tasks`` as work units, staging with ``staging``."""
         def spec(s: Any) -> dict[str, Any] | None:
-            return {"type": s.type, "params": s.params} if s is not None else None
+            return s.to_wire() if s is not None else None
 
         if self._rewriters is None:
             self._rewriters = rewriters(self.config)
         stage_specs, global_spec = self.segments[k]
-        documents = [{"type": s.type, "params": s.params} for s in stage_specs]
+        documents = [s.to_wire() for s in stage_specs]
         previous_global = spec(self.segments[k - 1][1]) if k else None
         # The place of the segment's first stage in the config.
         first = sum(len(specs) + (closing is not None) for specs, closing in self.segments[:k])
@@ -421,13 +421,14 @@ class Executor:
         return union_schema(kept, base), union_schema(rejected, base)
 
     def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
-        stats = self.state.merged_stats(tasks, [g.type if g is not None else None for _, g in self.segments])
+        stats = self.state.merged_stats(tasks, [g.stats_name if g is not None else None for _, g in self.segments])
         errors, _ = self.state.merge_errors(tasks)
         # Kept shards are named from OUT (data/part-...), as the manifest lists them; rejected
         # ones from OUT/rejected, as write_manifest takes them.
         shards = [ShardInfo(**{**s, "name": f"{DATA_DIR}/{s['name']}"}) for p in packs for s in p["shards"]]
         rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
-        ordered = {READ_STATS: stats[READ_STATS], **{s.type: stats[s.type] for s in self.config.stages if s.type in stats}}
+        ordered = {READ_STATS: stats[READ_STATS],
+                   **{s.stats_name: stats[s.stats_name] for s in self.config.stages if s.stats_name in stats}}
         manifest = build_manifest(shards=shards, rejected=rejected, config=self.config.to_dict(),
                                   stats={name: s.as_dict() for name, s in ordered.items()},
                                   extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors,

@@ -43,7 +43,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     the phases, in units."""
     if state.decided(k):
         return
-    progress(f"{spec.type}: deciding", 0, 1)
+    progress(f"{spec.stats_name}: deciding", 0, 1)
     stage = spec.build()
     assert isinstance(stage, GlobalStage)
     summaries = [state.summary(k, t.index) for t in tasks]
@@ -95,7 +95,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
                                                                   pa.py_buffer(index)], int(len(index) - wanted.sum()))
         return needed_ids.take(indices)
 
-    stats = StageStats(spec.type)
+    stats = StageStats(spec.stats_name)
     for i, t in enumerate(tasks):
         is_dup = keepers[i] != np.arange(bounds[i], bounds[i + 1])
         columns = {DUPLICATE_OF: ids_of(keepers[i], is_dup)}

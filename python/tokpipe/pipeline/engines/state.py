@@ -66,7 +66,7 @@ from tokpipe import storage
 from tokpipe.errors import PipelineError
 from tokpipe.pipeline import fs
 from tokpipe.storage import Location, RemotePath, location
-from tokpipe.pipeline.base import StageStats
+from tokpipe.pipeline.base import StageStats, numbered
 from tokpipe.pipeline.engines.lock import RunLock
 from tokpipe.pipeline.readers import Task
 from tokpipe.pipeline.writers import OUTPUT_FORMATS, hash_path, shard_suffix
@@ -115,15 +115,7 @@ def stage_folders(types: Sequence[str]) -> list[str]:
     ``type``, in order) with ``rejected_by_stage``: its type, with anything but letters, digits, ``.``, ``_`` and ``-``
     made ``_`` (the ``:`` of a class named by its import path); a type met again gets ``-2``,
     ``-3``... so two stages of one kind keep their drops apart."""
-    folders: list[str] = []
-    for kind in types:
-        base = re.sub(r"[^A-Za-z0-9._-]", "_", kind)
-        name, n = base, 1
-        while name in folders:
-            n += 1
-            name = f"{base}-{n}"
-        folders.append(name)
-    return folders
+    return numbered([re.sub(r"[^A-Za-z0-9._-]", "_", kind) for kind in types])
 
 
 def local_staging(out: Location) -> Location | None:

@@ -71,7 +71,7 @@ _PACK_ROWS = 65_536
 T = TypeVar("T")
 
 #: A segment as work units get it: its document stages and the global stage that ends it
-#: (or None), each as ``{"type": ..., "params": ...}``.
+#: (or None), each as :meth:`StageSpec.to_wire` gives it.
 SegmentSpecs = tuple[list[dict[str, Any]], Optional[dict[str, Any]]]
 
 
@@ -142,7 +142,7 @@ def rewriters(config: PipelineConfig) -> list[tuple[int, dict[str, Any]]]:
     """The stages that rewrite the documents rejected before them (``Stage.rewrites_rejected``),
     with their place in the stage list. Only stages whose class can say yes are built here:
     building others may load a model."""
-    return [(place, {"type": spec.type, "params": spec.params}) for place, spec in enumerate(config.stages)
+    return [(place, spec.to_wire()) for place, spec in enumerate(config.stages)
             if spec.stage_class().rewrites_rejected is not Stage.rewrites_rejected and spec.build().rewrites_rejected()]
 
 
@@ -171,7 +171,7 @@ def _with_rejection_columns(rejected: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _global_stage(spec: dict[str, Any]) -> GlobalStage:
-    built = StageSpec(spec["type"], spec["params"]).build()
+    built = StageSpec.from_wire(spec).build()
     assert isinstance(built, GlobalStage)
     return built
 
@@ -192,8 +192,9 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
     before it is staged in rejected/. ``mark_places`` (``rejected_by_stage``): each staged
     rejected document gets :data:`STAGED_PLACE`, that stage's place."""
     stage_specs, global_spec = segment
-    stages: list[Stage] = [StageSpec(s["type"], s["params"]).build() for s in stage_specs]
-    later: list[tuple[int, Stage]] = [(place, StageSpec(s["type"], s["params"]).build()) for place, s in rewriters]
+    specs = [StageSpec.from_wire(s) for s in stage_specs]
+    stages: list[Stage] = [spec.build() for spec in specs]
+    later: list[tuple[int, Stage]] = [(place, StageSpec.from_wire(s).build()) for place, s in rewriters]
     closing = _global_stage(global_spec) if global_spec is not None else None
     stats: dict[str, dict[str, Any]] = {}
     errors: list[ReadError] = []
@@ -274,8 +275,8 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         kept_writer.abort()
         rejected_writer.abort()
         raise
-    for stage in stages:
-        stats[stage.name] = stage.stats.as_dict()
+    for spec, stage in zip(specs, stages):
+        stats[spec.stats_name] = stage.stats.as_dict()
     if k == 0:
         name, size = state.write_errors(task.index, (json.dumps(asdict(e), ensure_ascii=False) + "\n"
                                                      for e in errors))
