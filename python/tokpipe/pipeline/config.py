@@ -50,15 +50,14 @@ _TOP_LEVEL = ("stages",)
 class StageSpec:
     type: str
     params: dict[str, Any] = field(default_factory=dict)
-    #: The stage's row in the run's stats when its type came earlier in the config
-    #: (``TYPE-2``, ``TYPE-3``...; set by :class:`PipelineConfig`), else empty: the row is
-    #: the type's. The stage itself still goes by its type (its rejected documents'
-    #: ``stage`` column).
+    #: The stage's name in the run when its type came earlier in the config (``TYPE-2``,
+    #: ``TYPE-3``...; set by :class:`PipelineConfig`), else empty: the type is its name.
     label: str = ""
 
     @property
-    def stats_name(self) -> str:
-        """The stage's row in the run's stats."""
+    def run_name(self) -> str:
+        """The name the run knows the stage by: its row of stats, and the ``stage`` column of
+        the documents it rejects."""
         return self.label or self.type
 
     def to_wire(self) -> dict[str, Any]:
@@ -79,11 +78,10 @@ class StageSpec:
 
     def build(self) -> Stage:
         stage = self.stage_class()(**self.params)
-        if stage.name != self.type:
-            # A class named by its import path: the run keys its stats by the config's
-            # `type`, so the stage goes by that name in the stats and in the `stage` column
-            # of the documents it rejects.
-            stage.name = self.type  # type: ignore[misc]
+        if stage.name != self.run_name:
+            # A class named by its import path, or a type met again: the stage goes by its
+            # name in the run, in its stats and in the `stage` column of what it rejects.
+            stage.name = self.run_name  # type: ignore[misc]
         return stage
 
 
@@ -94,9 +92,9 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         # Stats are kept per stage: a type met again gets a label of its own (numbered as
         # its folder under rejected/ is), or two stages' counts would share one row.
-        names = numbered([spec.type for spec in self.stages])
-        labelled = tuple(replace(spec, label="" if name == spec.type else name)
-                         for spec, name in zip(self.stages, names))
+        stages = tuple(self.stages)
+        names = numbered([spec.type for spec in stages])
+        labelled = tuple(replace(spec, label="" if name == spec.type else name) for spec, name in zip(stages, names))
         object.__setattr__(self, "stages", labelled)
 
     def build(self) -> list[Stage]:

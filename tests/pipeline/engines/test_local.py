@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -109,6 +110,10 @@ def test_a_stage_type_met_again_has_its_own_row_of_stats(corpus: Path, tmp_path:
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert list(manifest["stats"]) == names
     assert manifest["stats"]["length_filter-2"] == stats["length_filter-2"].as_dict()
+    # The rejected documents name the stage as its row does.
+    by_stage = Counter(s for s, in read_rows(sorted(out.glob("rejected/part-*.parquet")), ["stage"]))
+    assert by_stage == {name: sum(s.dropped.values()) for name, s in stats.items() if name != "read"
+                        and sum(s.dropped.values())}
 
 
 def test_same_result_for_1_2_and_4_workers(corpus: Path, tmp_path: Path) -> None:

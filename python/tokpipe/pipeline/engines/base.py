@@ -421,14 +421,14 @@ class Executor:
         return union_schema(kept, base), union_schema(rejected, base)
 
     def _finish(self, tasks: list[Task], packs: list[dict[str, Any]], tasks_run: int) -> RunResult:
-        stats = self.state.merged_stats(tasks, [g.stats_name if g is not None else None for _, g in self.segments])
+        stats = self.state.merged_stats(tasks, [g.run_name if g is not None else None for _, g in self.segments])
         errors, _ = self.state.merge_errors(tasks)
         # Kept shards are named from OUT (data/part-...), as the manifest lists them; rejected
         # ones from OUT/rejected, as write_manifest takes them.
         shards = [ShardInfo(**{**s, "name": f"{DATA_DIR}/{s['name']}"}) for p in packs for s in p["shards"]]
         rejected = [ShardInfo(**s) for p in packs for s in p["rejected"]]
         ordered = {READ_STATS: stats[READ_STATS],
-                   **{s.stats_name: stats[s.stats_name] for s in self.config.stages if s.stats_name in stats}}
+                   **{s.run_name: stats[s.run_name] for s in self.config.stages if s.run_name in stats}}
         manifest = build_manifest(shards=shards, rejected=rejected, config=self.config.to_dict(),
                                   stats={name: s.as_dict() for name, s in ordered.items()},
                                   extra={"inputs": self.inputs, "workers": self.options.workers, "errors": errors,

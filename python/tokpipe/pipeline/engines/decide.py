@@ -43,7 +43,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     the phases, in units."""
     if state.decided(k):
         return
-    progress(f"{spec.stats_name}: deciding", 0, 1)
+    progress(f"{spec.run_name}: deciding", 0, 1)
     stage = spec.build()
     assert isinstance(stage, GlobalStage)
     summaries = [state.summary(k, t.index) for t in tasks]
@@ -54,7 +54,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     sizes = [summary["kept"] for summary in summaries]
 
     def report(phase: str, done: int, total: int) -> None:
-        progress(f"{spec.type}: {phase}", done, total)
+        progress(f"{spec.run_name}: {phase}", done, total)
 
     def column(name: str, positions: np.ndarray) -> pa.Array:
         return gather(files, sizes, name, positions)
@@ -95,7 +95,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
                                                                   pa.py_buffer(index)], int(len(index) - wanted.sum()))
         return needed_ids.take(indices)
 
-    stats = StageStats(spec.stats_name)
+    stats = StageStats(spec.run_name)
     for i, t in enumerate(tasks):
         is_dup = keepers[i] != np.arange(bounds[i], bounds[i + 1])
         columns = {DUPLICATE_OF: ids_of(keepers[i], is_dup)}
@@ -112,7 +112,7 @@ def decide(state: RunState, k: int, tasks: list[Task], spec: StageSpec, progress
     # The workers that apply the verdicts come next, beside this process.
     del decisions, keepers, needed, needed_ids, clustered
     release_memory()
-    progress(f"{spec.type}: deciding", 1, 1)
+    progress(f"{spec.run_name}: deciding", 1, 1)
 
 
 class LazyColumns(Sequence[pa.Array]):

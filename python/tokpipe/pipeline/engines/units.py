@@ -276,7 +276,7 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         rejected_writer.abort()
         raise
     for spec, stage in zip(specs, stages):
-        stats[spec.stats_name] = stage.stats.as_dict()
+        stats[spec.run_name] = stage.stats.as_dict()
     if k == 0:
         name, size = state.write_errors(task.index, (json.dumps(asdict(e), ensure_ascii=False) + "\n"
                                                      for e in errors))
