@@ -192,8 +192,7 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
     before it is staged in rejected/. ``mark_places`` (``rejected_by_stage``): each staged
     rejected document gets :data:`STAGED_PLACE`, that stage's place."""
     stage_specs, global_spec = segment
-    specs = [StageSpec.from_wire(s) for s in stage_specs]
-    stages: list[Stage] = [spec.build() for spec in specs]
+    stages: list[Stage] = [StageSpec.from_wire(s).build() for s in stage_specs]
     later: list[tuple[int, Stage]] = [(place, StageSpec.from_wire(s).build()) for place, s in rewriters]
     closing = _global_stage(global_spec) if global_spec is not None else None
     stats: dict[str, dict[str, Any]] = {}
@@ -275,8 +274,8 @@ def run_segment_task(state: RunState, k: int, task: Task, segment: SegmentSpecs,
         kept_writer.abort()
         rejected_writer.abort()
         raise
-    for spec, stage in zip(specs, stages):
-        stats[spec.run_name] = stage.stats.as_dict()
+    for stage in stages:
+        stats[stage.name] = stage.stats.as_dict()  # its name in the run (StageSpec.build)
     if k == 0:
         name, size = state.write_errors(task.index, (json.dumps(asdict(e), ensure_ascii=False) + "\n"
                                                      for e in errors))
