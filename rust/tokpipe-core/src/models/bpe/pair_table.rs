@@ -66,6 +66,8 @@ pub(crate) struct PairTable {
     packed: HugeTable<u64>,
     /// `64 - log2(slots.len())` (or of `packed`): the hash's top bits index the slots.
     shift: u32,
+    /// The highest priority of any pair (0 when there is none).
+    max_priority: u32,
 }
 
 /// Bits of each id in a packed slot; ids of a packed table are below `1 << PACKED_BITS`.
@@ -84,6 +86,11 @@ impl PairTable {
     /// The table of `merges` (keyed by [`pair_key`]).
     pub(crate) fn new(merges: &FxHashMap<u64, (u32, u32)>) -> Self {
         let mut dense = HugeTable::filled(1 << 16, NO_MERGE);
+        let max_priority = merges
+            .values()
+            .map(|&(priority, _)| priority)
+            .max()
+            .unwrap_or(0);
         let sparse: Vec<(u64, (u32, u32))> = merges
             .iter()
             .filter(|&(&key, &value)| match Self::dense_index(key) {
@@ -109,6 +116,7 @@ impl PairTable {
                 tags: HugeTable::default(),
                 packed: HugeTable::filled(capacity, EMPTY_KEY),
                 shift: 64 - capacity.trailing_zeros(),
+                max_priority,
             };
             for (key, (_, merged)) in sparse {
                 let mut i = table.home(key);
@@ -125,6 +133,7 @@ impl PairTable {
             tags: HugeTable::filled(capacity, 0),
             packed: HugeTable::default(),
             shift: 64 - capacity.trailing_zeros(),
+            max_priority,
         };
         for (key, (priority, merged)) in sparse {
             debug_assert_ne!(key, EMPTY_KEY);
@@ -140,6 +149,12 @@ impl PairTable {
             };
         }
         table
+    }
+
+    /// The highest priority of any pair.
+    #[inline(always)]
+    pub(crate) fn max_priority(&self) -> u32 {
+        self.max_priority
     }
 
     /// `left << 21 | right` of a pair of ids below `1 << PACKED_BITS`: a packed slot's top
