@@ -433,9 +433,7 @@ impl BpeModel {
     ) {
         let mut prio = [u32::MAX; SHORT_PIECE];
         let mut merged = [0u32; SHORT_PIECE];
-        let pair = |syms: &[u32; SHORT_PIECE], i: usize| {
-            self.merge_of(syms[i], syms[i + 1]).unwrap_or((u32::MAX, 0))
-        };
+        let pair = |syms: &[u32; SHORT_PIECE], i: usize| self.merges.pair(syms[i], syms[i + 1]);
         for i in 0..n.saturating_sub(1) {
             (prio[i], merged[i]) = pair(syms, i);
         }

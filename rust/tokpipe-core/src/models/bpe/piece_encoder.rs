@@ -205,8 +205,8 @@ pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 }
 
 impl Merging {
-    /// Starts the merge loop of `piece` (its byte tokens and their pairs: pairs of byte tokens
-    /// are read from the merge table's dense, cached part), or records its whole-token id.
+    /// Starts the merge loop of `piece` (its byte tokens and their pairs), or records its
+    /// whole-token id.
     #[inline(always)]
     fn start(&mut self, model: &BpeModel, piece: &[u8], token: Option<u32>) {
         self.refresh = usize::MAX;
@@ -392,7 +392,7 @@ impl Merging {
 
 #[inline(always)]
 fn pair(merges: &PairTable, left: u32, right: u32) -> (u32, u32) {
-    merges.get(left, right).unwrap_or((u32::MAX, 0))
+    merges.pair(left, right)
 }
 
 /// Whether a piece without a packed key is merged in a batch when the cache misses it: one
