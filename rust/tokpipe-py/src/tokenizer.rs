@@ -304,10 +304,10 @@ impl PyTokenizer {
         // The ids and offsets are written, in parallel and without the GIL, straight into the
         // `bytes` objects that become the Arrow buffers: one copy, not three.
         let width = if narrow { IdWidth::U16 } else { IdWidth::U32 };
-        let ids = PyBytes::new_with(py, encoded.total_ids() * width.bytes(), |buf| {
+        let ids = ids::bytes_written_by(py, encoded.total_ids() * width.bytes(), |buf| {
             gate::enter(py, || encoded.write_ids(buf, width, num_threads))
         })?;
-        let offsets = PyBytes::new_with(py, (encoded.rows() + 1) * 8, |buf| {
+        let offsets = ids::bytes_written_by(py, (encoded.rows() + 1) * 8, |buf| {
             gate::enter(py, || encoded.write_offsets(buf, num_threads))
         })?;
         Ok((ids, offsets))

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::text::StrColumn;
 use crate::tokenizer::{in_pool, AllowedSpecial, Tokenizer};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 // Text per parallel run. Runs are cut by size, not by row count: documents range from a
 // dictionary entry to a whole manual, and runs of 64 rows left 16 threads waiting on the runs
@@ -63,10 +64,12 @@ impl EncodedColumn {
 
     /// Writes every id, in row order, into `out` (`total_ids() * width.bytes()` bytes) as
     /// native-endian integers, on `num_threads` threads. An id too large for `U16` is an error
-    /// (a vocabulary that does not fit was asked to).
+    /// (a vocabulary that does not fit was asked to). `out` may be uninitialised: every byte
+    /// is written (why: a caller's buffer cleared first is cleared on one thread, and for a
+    /// column of 20 MB that was a tenth of two threads' encode).
     pub fn write_ids(
         &self,
-        out: &mut [u8],
+        out: &mut [MaybeUninit<u8>],
         width: IdWidth,
         num_threads: Option<usize>,
     ) -> Result<()> {
@@ -86,7 +89,7 @@ impl EncodedColumn {
                 .try_for_each(|(run, dst)| match width {
                     IdWidth::U32 => {
                         for (d, id) in dst.chunks_exact_mut(4).zip(&run.ids) {
-                            d.copy_from_slice(&id.to_ne_bytes());
+                            put(d, &id.to_ne_bytes());
                         }
                         Ok(())
                     }
@@ -97,7 +100,7 @@ impl EncodedColumn {
                                     "token id {id} does not fit in uint16"
                                 ))
                             })?;
-                            d.copy_from_slice(&narrow.to_ne_bytes());
+                            put(d, &narrow.to_ne_bytes());
                         }
                         Ok(())
                     }
@@ -106,8 +109,12 @@ impl EncodedColumn {
     }
 
     /// Writes the `rows() + 1` row offsets (native-endian `i64`, starting at 0: row `i` is ids
-    /// `offsets[i]..offsets[i + 1]`) into `out`.
-    pub fn write_offsets(&self, out: &mut [u8], num_threads: Option<usize>) -> Result<()> {
+    /// `offsets[i]..offsets[i + 1]`) into `out`, which may be uninitialised.
+    pub fn write_offsets(
+        &self,
+        out: &mut [MaybeUninit<u8>],
+        num_threads: Option<usize>,
+    ) -> Result<()> {
         if out.len() != (self.rows + 1) * 8 {
             return Err(Error::InvalidArgument(format!(
                 "offset buffer of {} bytes for {} rows",
@@ -116,7 +123,7 @@ impl EncodedColumn {
             )));
         }
         let (first, rest) = out.split_at_mut(8);
-        first.copy_from_slice(&0i64.to_ne_bytes());
+        put(first, &0i64.to_ne_bytes());
         let slices = split_by(rest, self.runs.iter().map(|r| r.lengths.len() * 8));
         in_pool(num_threads, || {
             self.runs
@@ -127,7 +134,7 @@ impl EncodedColumn {
                     let mut at = start as i64;
                     for (d, &n) in dst.chunks_exact_mut(8).zip(&run.lengths) {
                         at += i64::from(n);
-                        d.copy_from_slice(&at.to_ne_bytes());
+                        put(d, &at.to_ne_bytes());
                     }
                 })
         })
@@ -154,8 +161,19 @@ impl EncodedColumn {
     }
 }
 
+/// Writes `bytes` into the start of `dst`.
+#[inline(always)]
+fn put(dst: &mut [MaybeUninit<u8>], bytes: &[u8]) {
+    for (d, &b) in dst.iter_mut().zip(bytes) {
+        d.write(b);
+    }
+}
+
 /// `out` cut into consecutive pieces of the given sizes.
-fn split_by(mut out: &mut [u8], sizes: impl Iterator<Item = usize>) -> Vec<&mut [u8]> {
+fn split_by(
+    mut out: &mut [MaybeUninit<u8>],
+    sizes: impl Iterator<Item = usize>,
+) -> Vec<&mut [MaybeUninit<u8>]> {
     sizes
         .map(|n| {
             let (head, tail) = std::mem::take(&mut out).split_at_mut(n);
@@ -233,6 +251,17 @@ mod tests {
     use crate::models::bpe::BpeModel;
     use crate::pre_tokenizers::PreTokenizer;
 
+    /// The `n` bytes `write` puts in a buffer, which starts as a pattern no test expects
+    /// (so a byte left unwritten shows, and every byte read is initialised).
+    fn written(n: usize, write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<()>) -> Vec<u8> {
+        let mut buf = vec![MaybeUninit::new(0xA5u8); n];
+        write(&mut buf).unwrap();
+        // SAFETY: every byte was initialised with the pattern.
+        buf.into_iter()
+            .map(|b| unsafe { b.assume_init() })
+            .collect()
+    }
+
     #[test]
     fn same_ids_as_encode_with_eos_after_non_empty_rows() {
         let mut vocab: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
@@ -276,22 +305,23 @@ mod tests {
             assert_eq!(out.ids(), expected);
             assert_eq!(out.offsets(), bounds);
             // The buffers Arrow gets hold the same.
-            let mut wide = vec![0u8; out.total_ids() * 4];
-            out.write_ids(&mut wide, IdWidth::U32, threads).unwrap();
+            let wide = written(out.total_ids() * 4, |b| {
+                out.write_ids(b, IdWidth::U32, threads)
+            });
             let got: Vec<u32> = wide
                 .chunks_exact(4)
                 .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
                 .collect();
             assert_eq!(got, expected);
-            let mut narrow = vec![0u8; out.total_ids() * 2];
-            out.write_ids(&mut narrow, IdWidth::U16, threads).unwrap();
+            let narrow = written(out.total_ids() * 2, |b| {
+                out.write_ids(b, IdWidth::U16, threads)
+            });
             let got: Vec<u32> = narrow
                 .chunks_exact(2)
                 .map(|b| u32::from(u16::from_ne_bytes(b.try_into().unwrap())))
                 .collect();
             assert_eq!(got, expected);
-            let mut offsets = vec![0u8; (out.rows() + 1) * 8];
-            out.write_offsets(&mut offsets, threads).unwrap();
+            let offsets = written((out.rows() + 1) * 8, |b| out.write_offsets(b, threads));
             let got: Vec<i64> = offsets
                 .chunks_exact(8)
                 .map(|b| i64::from_ne_bytes(b.try_into().unwrap()))
@@ -302,7 +332,7 @@ mod tests {
         let out = tok
             .encode_column_in_runs(&column, &AllowedSpecial::None, Some(70_000), Some(2), 100)
             .unwrap();
-        let mut narrow = vec![0u8; out.total_ids() * 2];
+        let mut narrow = vec![MaybeUninit::new(0u8); out.total_ids() * 2];
         let err = out
             .write_ids(&mut narrow, IdWidth::U16, Some(2))
             .unwrap_err();
