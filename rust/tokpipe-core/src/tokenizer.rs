@@ -471,13 +471,18 @@ impl Tokenizer {
     }
 
     /// [`Tokenizer::encode_batch`] handing the ids over in chunks of about `chunk_bytes` of
-    /// input, in order, to `consume`, which runs on the calling thread while the next chunk is
-    /// encoded on the pool. `consume` stops the work by returning `Break`.
+    /// input, in order, to `consume`, which runs on the calling thread while the pool encodes
+    /// the chunks after it. `consume` stops the work by returning `Break`.
     ///
     /// Why: a caller that must turn ids into something single-threaded (Python lists, which
     /// need the GIL) would otherwise do it after the whole batch, a serial tail that kept two
     /// threads at ~1.6x one thread on the benchmark corpus. Overlapped, it hides behind the
-    /// encoding of the rest of the batch.
+    /// encoding of the rest of the batch. The pool runs over all the chunks at once, each
+    /// handed over as soon as it and those before it are encoded: encoding one chunk at a time
+    /// beside the hand-over of the one before left a thread idle at every chunk's last
+    /// documents, and two threads at 1.75x one. (So on many threads, which encode faster than
+    /// one thread hands over, the encoded chunks may wait for the calling thread: up to the
+    /// whole batch's ids, 4 bytes an id, beside what `consume` makes of them.)
     pub fn encode_batch_chunked(
         &self,
         texts: &[&str],
@@ -488,26 +493,66 @@ impl Tokenizer {
         mut consume: impl FnMut(Vec<Vec<u32>>) -> ControlFlow<()>,
     ) -> Result<()> {
         let pool = thread_pool(num_threads)?;
-        let encode =
-            |chunk: &[&str]| self.encode_in(pool.as_deref(), chunk, allowed, add_special_tokens);
-        let mut chunks = chunks_by_bytes(texts, chunk_bytes);
-        let Some(first) = chunks.next() else {
-            return Ok(());
-        };
-        let mut ready = encode(first)?;
-        for next in chunks {
-            let (encoded, flow) = std::thread::scope(|scope| {
-                let encoding = scope.spawn(|| encode(next));
-                let flow = consume(std::mem::take(&mut ready));
-                (encoding.join().expect("encoding does not panic"), flow)
+        let chunks: Vec<&[&str]> = chunks_by_bytes(texts, chunk_bytes).collect();
+        // Each chunk's ids once encoded, until the calling thread takes them; `ended` once the
+        // pool has stopped (normally or by a panic, which the scope then passes on).
+        let slots = Mutex::new(Slots {
+            encoded: (0..chunks.len()).map(|_| None).collect(),
+            ended: false,
+        });
+        let filled = std::sync::Condvar::new();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let lock = || slots.lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _ended = OnDrop(|| {
+                    lock().ended = true;
+                    filled.notify_all();
+                });
+                let work = || {
+                    chunks.par_iter().enumerate().for_each(|(i, chunk)| {
+                        let encoded = if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            Ok(Vec::new())
+                        } else {
+                            chunk
+                                .iter()
+                                .map(|t| self.encode_with(t, allowed, add_special_tokens))
+                                .collect::<Result<Vec<_>>>()
+                        };
+                        lock().encoded[i] = Some(encoded);
+                        filled.notify_all();
+                    })
+                };
+                match pool.as_deref() {
+                    Some(pool) => pool.install(work),
+                    None => work(),
+                }
             });
-            if flow.is_break() {
-                return Ok(());
+            let halt = |result| {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                result
+            };
+            for i in 0..chunks.len() {
+                let mut slots = lock();
+                let encoded = loop {
+                    if let Some(encoded) = slots.encoded[i].take() {
+                        break encoded;
+                    }
+                    if slots.ended {
+                        // The pool panicked; the scope passes the panic on.
+                        return halt(Ok(()));
+                    }
+                    slots = filled.wait(slots).unwrap_or_else(|e| e.into_inner());
+                };
+                drop(slots);
+                match encoded.map(&mut consume) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => return halt(Ok(())),
+                    Err(e) => return halt(Err(e)),
+                }
             }
-            ready = encoded?;
-        }
-        let _ = consume(ready);
-        Ok(())
+            Ok(())
+        })
     }
 
     fn encode_in(
@@ -898,6 +943,21 @@ fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPoo
 }
 
 /// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
+/// The chunks of [`Tokenizer::encode_batch_chunked`] as the pool encodes them.
+struct Slots {
+    encoded: Vec<Option<Result<Vec<Vec<u32>>>>>,
+    ended: bool,
+}
+
+/// Runs its closure when dropped, unwinding included.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
 fn chunks_by_bytes<'a, 't>(
     texts: &'a [&'t str],
     chunk_bytes: usize,
