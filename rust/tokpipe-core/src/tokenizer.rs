@@ -471,18 +471,22 @@ impl Tokenizer {
     }
 
     /// [`Tokenizer::encode_batch`] handing the ids over in chunks of about `chunk_bytes` of
-    /// input, in order, to `consume`, which runs on the calling thread while the pool encodes
-    /// the chunks after it. `consume` stops the work by returning `Break`.
+    /// input to `consume`, with the index of each chunk's first text, which runs on the calling
+    /// thread while the pool encodes the rest. Chunks come in the order they are finished, not
+    /// in the texts' order; the ids of each text are the same whatever the order or thread
+    /// count. `consume` stops the work by returning `Break`.
     ///
     /// Why: a caller that must turn ids into something single-threaded (Python lists, which
     /// need the GIL) would otherwise do it after the whole batch, a serial tail that kept two
     /// threads at ~1.6x one thread on the benchmark corpus. Overlapped, it hides behind the
-    /// encoding of the rest of the batch. The pool runs over all the chunks at once, each
-    /// handed over as soon as it and those before it are encoded: encoding one chunk at a time
-    /// beside the hand-over of the one before left a thread idle at every chunk's last
-    /// documents, and two threads at 1.75x one. (So on many threads, which encode faster than
-    /// one thread hands over, the encoded chunks may wait for the calling thread: up to the
-    /// whole batch's ids, 4 bytes an id, beside what `consume` makes of them.)
+    /// encoding of the rest of the batch. The pool runs over all the chunks at once, and each
+    /// is handed over as soon as it is finished: encoding one chunk at a time beside the
+    /// hand-over of the one before left a thread idle at every chunk's last documents (two
+    /// threads at 1.75x one), and handing them over in the texts' order left the calling
+    /// thread waiting for the first thread's next chunk while the second thread's piled up,
+    /// to be handed over after the encoding ended. (So on many threads, which encode faster
+    /// than one thread hands over, the encoded chunks may wait for the calling thread: up to
+    /// the whole batch's ids, 4 bytes an id, beside what `consume` makes of them.)
     pub fn encode_batch_chunked(
         &self,
         texts: &[&str],
@@ -490,14 +494,19 @@ impl Tokenizer {
         add_special_tokens: bool,
         num_threads: Option<usize>,
         chunk_bytes: usize,
-        mut consume: impl FnMut(Vec<Vec<u32>>) -> ControlFlow<()>,
+        mut consume: impl FnMut(usize, Vec<Vec<u32>>) -> ControlFlow<()>,
     ) -> Result<()> {
         let pool = thread_pool(num_threads)?;
-        let chunks: Vec<&[&str]> = chunks_by_bytes(texts, chunk_bytes).collect();
-        // Each chunk's ids once encoded, until the calling thread takes them; `ended` once the
-        // pool has stopped (normally or by a panic, which the scope then passes on).
+        let mut chunks = Vec::new();
+        let mut first = 0;
+        for chunk in chunks_by_bytes(texts, chunk_bytes) {
+            chunks.push((first, chunk));
+            first += chunk.len();
+        }
+        // Chunks encoded and not yet taken by the calling thread; `ended` once the pool has
+        // stopped (normally or by a panic, which the scope then passes on).
         let slots = Mutex::new(Slots {
-            encoded: (0..chunks.len()).map(|_| None).collect(),
+            finished: Vec::new(),
             ended: false,
         });
         let filled = std::sync::Condvar::new();
@@ -510,16 +519,15 @@ impl Tokenizer {
                     filled.notify_all();
                 });
                 let work = || {
-                    chunks.par_iter().enumerate().for_each(|(i, chunk)| {
-                        let encoded = if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                            Ok(Vec::new())
-                        } else {
-                            chunk
-                                .iter()
-                                .map(|t| self.encode_with(t, allowed, add_special_tokens))
-                                .collect::<Result<Vec<_>>>()
-                        };
-                        lock().encoded[i] = Some(encoded);
+                    chunks.par_iter().for_each(|&(first, chunk)| {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let encoded = chunk
+                            .iter()
+                            .map(|t| self.encode_with(t, allowed, add_special_tokens))
+                            .collect::<Result<Vec<_>>>();
+                        lock().finished.push((first, encoded));
                         filled.notify_all();
                     })
                 };
@@ -532,11 +540,11 @@ impl Tokenizer {
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 result
             };
-            for i in 0..chunks.len() {
+            for _ in 0..chunks.len() {
                 let mut slots = lock();
-                let encoded = loop {
-                    if let Some(encoded) = slots.encoded[i].take() {
-                        break encoded;
+                let (first, encoded) = loop {
+                    if let Some(finished) = slots.finished.pop() {
+                        break finished;
                     }
                     if slots.ended {
                         // The pool panicked; the scope passes the panic on.
@@ -545,7 +553,7 @@ impl Tokenizer {
                     slots = filled.wait(slots).unwrap_or_else(|e| e.into_inner());
                 };
                 drop(slots);
-                match encoded.map(&mut consume) {
+                match encoded.map(|ids| consume(first, ids)) {
                     Ok(ControlFlow::Continue(())) => {}
                     Ok(ControlFlow::Break(())) => return halt(Ok(())),
                     Err(e) => return halt(Err(e)),
@@ -943,9 +951,10 @@ fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPoo
 }
 
 /// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
-/// The chunks of [`Tokenizer::encode_batch_chunked`] as the pool encodes them.
+/// The chunks of [`Tokenizer::encode_batch_chunked`] that the pool has finished (the index
+/// of each one's first text, and its ids) and the calling thread has not taken yet.
 struct Slots {
-    encoded: Vec<Option<Result<Vec<Vec<u32>>>>>,
+    finished: Vec<(usize, Result<Vec<Vec<u32>>>)>,
     ended: bool,
 }
 
@@ -1105,31 +1114,49 @@ mod tests {
             (Some(2), 1000),
             (Some(3), 1 << 30),
         ] {
-            let mut got = Vec::new();
+            let mut got = vec![None; texts.len()];
             tok.encode_batch_chunked(
                 &texts,
                 &AllowedSpecial::None,
                 false,
                 threads,
                 chunk_bytes,
-                |chunk| {
-                    got.extend(chunk);
+                |first, chunk| {
+                    for (i, ids) in chunk.into_iter().enumerate() {
+                        assert!(
+                            got[first + i].is_none(),
+                            "text {} handed over twice",
+                            first + i
+                        );
+                        got[first + i] = Some(ids);
+                    }
                     ControlFlow::Continue(())
                 },
             )
             .unwrap();
+            let got: Vec<Vec<u32>> = got
+                .into_iter()
+                .map(|ids| ids.expect("every text"))
+                .collect();
             assert_eq!(got, whole, "threads {threads:?}, chunk {chunk_bytes}");
         }
         // Break stops the batch: no more chunks are handed over.
         let mut calls = 0;
-        tok.encode_batch_chunked(&texts, &AllowedSpecial::None, false, Some(2), 100, |_| {
-            calls += 1;
-            ControlFlow::Break(())
-        })
+        tok.encode_batch_chunked(
+            &texts,
+            &AllowedSpecial::None,
+            false,
+            Some(2),
+            100,
+            |_, _| {
+                calls += 1;
+                ControlFlow::Break(())
+            },
+        )
         .unwrap();
         assert_eq!(calls, 1);
         // An empty batch hands nothing over.
-        tok.encode_batch_chunked(&[], &AllowedSpecial::None, false, None, 100, |_| {
+        tok.encode_batch_chunked(&[], &AllowedSpecial::None, false, None, 100, |_, _| {
             panic!("no chunk expected")
         })
         .unwrap();

@@ -239,9 +239,9 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let allowed = parse_allowed_special(allowed_special)?;
-        // The lists are made (with the GIL) chunk by chunk while the next chunk is encoded
-        // (without it): see `Tokenizer::encode_batch_chunked`.
-        let mut lists: Vec<Py<PyAny>> = Vec::with_capacity(texts.len());
+        // The lists are made (with the GIL) chunk by chunk, in the order the threads finish
+        // them, while they encode the rest (without it): see `Tokenizer::encode_batch_chunked`.
+        let mut lists: Vec<Option<Py<PyAny>>> = (0..texts.len()).map(|_| None).collect();
         let mut failed: Option<PyErr> = None;
         gate::enter(py, || {
             let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
@@ -251,11 +251,11 @@ impl PyTokenizer {
                 add_special_tokens,
                 num_threads,
                 BATCH_CHUNK_BYTES,
-                |chunk| {
+                |first, chunk| {
                     Python::attach(|py| {
-                        for ids in &chunk {
+                        for (slot, ids) in lists[first..].iter_mut().zip(&chunk) {
                             match self.ids.list(py, ids) {
-                                Ok(list) => lists.push(list.into_any().unbind()),
+                                Ok(list) => *slot = Some(list.into_any().unbind()),
                                 Err(e) => {
                                     failed = Some(e);
                                     return ControlFlow::Break(());
@@ -273,7 +273,10 @@ impl PyTokenizer {
         ids::new_list(
             py,
             lists.len(),
-            lists.into_iter().map(|l| Ok(l.into_bound(py))),
+            lists.into_iter().map(|l| {
+                let list = l.expect("encode_batch_chunked hands every text over once");
+                Ok(list.into_bound(py))
+            }),
         )
     }
 
