@@ -69,7 +69,7 @@ pub(crate) struct PairTable {
     /// The pairs of a packed table whose line was full (a few in a thousand), keyed by their
     /// packed pair; the line's last slot carries [`OVERFLOWED`].
     stash: FxHashMap<u64, u32>,
-    /// `64 - log2(slots.len())` (or of `packed`): the hash's top bits index the slots.
+    /// `64 - log2(slots.len())` (or of `lines`): the hash's top bits index the slots (lines).
     shift: u32,
     /// The highest priority of any pair (0 when there is none).
     max_priority: u32,

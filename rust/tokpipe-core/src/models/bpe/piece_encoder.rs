@@ -188,7 +188,7 @@ fn lowest_key(keys: &[u32; SHORT_PIECE], blocks: usize) -> u32 {
     low.iter().fold(NO_KEY, |a, &b| a.min(b))
 }
 
-/// The merge states of one batch, kept per thread (18 KiB: too much to clear for each batch
+/// The merge states of one batch, kept per thread (22 KiB: too much to clear for each batch
 /// or document; a state is only read where its piece wrote it).
 pub(super) type Scratch = [Merging; BATCH];
 
