@@ -731,13 +731,13 @@ fn encode_unbatched(model: &BpeModel, cache: &mut PieceCache, piece: &[u8], out:
 }
 
 /// Whether a test asked for the baseline build of the merges on a CPU with AVX2.
-#[cfg(not(test))]
+#[cfg(all(target_arch = "x86_64", not(test)))]
 #[inline(always)]
 fn baseline_forced() -> bool {
     false
 }
 
-#[cfg(test)]
+#[cfg(all(target_arch = "x86_64", test))]
 fn baseline_forced() -> bool {
     tests::BASELINE.load(std::sync::atomic::Ordering::Relaxed)
 }
