@@ -22,7 +22,8 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 /// Which special tokens `encode` turns into their ids. Anything not allowed is encoded as the
 /// ordinary text it is, as tiktoken's `encode_ordinary` does.
@@ -466,8 +467,12 @@ impl Tokenizer {
         allowed: &AllowedSpecial,
         num_threads: Option<usize>,
     ) -> Result<Vec<Vec<u32>>> {
-        let pool = thread_pool(num_threads)?;
-        self.encode_in(pool.as_deref(), texts, allowed, false)
+        in_pool(num_threads, || {
+            texts
+                .par_iter()
+                .map(|t| self.encode_with(t, allowed, false))
+                .collect::<Result<Vec<_>>>()
+        })?
     }
 
     /// [`Tokenizer::encode_batch`] handing the ids over in chunks of about `chunk_bytes` of
@@ -509,8 +514,8 @@ impl Tokenizer {
             finished: Vec::new(),
             ended: false,
         });
-        let filled = std::sync::Condvar::new();
-        let stop = std::sync::atomic::AtomicBool::new(false);
+        let filled = Condvar::new();
+        let stop = AtomicBool::new(false);
         let lock = || slots.lock().unwrap_or_else(|e| e.into_inner());
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -520,7 +525,7 @@ impl Tokenizer {
                 });
                 let work = || {
                     chunks.par_iter().for_each(|&(first, chunk)| {
-                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if stop.load(Ordering::Relaxed) {
                             return;
                         }
                         let encoded = chunk
@@ -531,13 +536,10 @@ impl Tokenizer {
                         filled.notify_all();
                     })
                 };
-                match pool.as_deref() {
-                    Some(pool) => pool.install(work),
-                    None => work(),
-                }
+                run_on(pool.as_deref(), work)
             });
             let halt = |result| {
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
                 result
             };
             for _ in 0..chunks.len() {
@@ -561,25 +563,6 @@ impl Tokenizer {
             }
             Ok(())
         })
-    }
-
-    fn encode_in(
-        &self,
-        pool: Option<&rayon::ThreadPool>,
-        texts: &[&str],
-        allowed: &AllowedSpecial,
-        add_special_tokens: bool,
-    ) -> Result<Vec<Vec<u32>>> {
-        let work = || {
-            texts
-                .par_iter()
-                .map(|t| self.encode_with(t, allowed, add_special_tokens))
-                .collect::<Result<Vec<_>>>()
-        };
-        match pool {
-            Some(pool) => pool.install(work),
-            None => work(),
-        }
     }
 
     /// The bytes the ids stand for; an unknown id is an error. A sentencepiece decoder gives
@@ -802,18 +785,13 @@ impl Tokenizer {
     ) -> Result<Vec<Vec<u32>>> {
         self.unigram_model("sampling")?;
         check_sampling(alpha, nbest_size)?;
-        let pool = thread_pool(num_threads)?;
-        let work = || {
+        in_pool(num_threads, || {
             texts
                 .par_iter()
                 .enumerate()
                 .map(|(i, t)| self.encode_sample(t, alpha, nbest_size, batch_seed(seed, i)))
                 .collect::<Result<Vec<_>>>()
-        };
-        match pool {
-            Some(pool) => pool.install(work),
-            None => work(),
-        }
+        })?
     }
 
     fn decode_wordpiece(&self, ids: &[u32], prefix: &str, cleanup: bool) -> Result<String> {
@@ -895,10 +873,15 @@ pub(crate) fn in_pool<T: Send>(
     num_threads: Option<usize>,
     work: impl FnOnce() -> T + Send,
 ) -> Result<T> {
-    Ok(match thread_pool(num_threads)? {
+    Ok(run_on(thread_pool(num_threads)?.as_deref(), work))
+}
+
+/// Runs `work` on `pool`, or on rayon's global pool when `None` ([`thread_pool`]'s answer).
+fn run_on<T: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> T + Send) -> T {
+    match pool {
         Some(pool) => pool.install(work),
         None => work(),
-    })
+    }
 }
 
 /// A pool of `n` threads, or `None` for rayon's global pool (all cores). Pools are made once
@@ -950,7 +933,6 @@ fn thread_pool(num_threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPoo
     Ok(Some(pool))
 }
 
-/// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
 /// The chunks of [`Tokenizer::encode_batch_chunked`] that the pool has finished (the index
 /// of each one's first text, and its ids) and the calling thread has not taken yet.
 struct Slots {
@@ -967,6 +949,7 @@ impl<F: FnMut()> Drop for OnDrop<F> {
     }
 }
 
+/// Consecutive runs of `texts` of about `chunk_bytes` each (at least one text per run).
 fn chunks_by_bytes<'a, 't>(
     texts: &'a [&'t str],
     chunk_bytes: usize,
