@@ -167,9 +167,9 @@ impl PairTable {
     }
 
     /// A packed table of `merges`: about four pairs a line on average, so that few lines are
-    /// full (a line holds eight).
+    /// full (a line holds eight), and at least two lines, so that the hash keeps some bits.
     fn packed(merges: &FxHashMap<u64, (u32, u32)>, max_priority: u32) -> Self {
-        let n_lines = merges.len().div_ceil(4).next_power_of_two().max(1);
+        let n_lines = merges.len().div_ceil(4).next_power_of_two().max(2);
         let mut table = PairTable {
             dense: HugeTable::default(),
             slots: HugeTable::default(),
@@ -200,9 +200,6 @@ impl PairTable {
     /// The line of a packed pair (`left << 21 | right`).
     #[inline(always)]
     fn line_of(pair: u64, shift: u32) -> usize {
-        if shift >= 64 {
-            return 0;
-        }
         (pair.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
     }
 
@@ -218,7 +215,7 @@ impl PairTable {
         if left.max(right) as u64 >= PACKED_ID {
             return (u32::MAX, u32::MAX);
         }
-        let pair = (left as u64) << PACKED_BITS | right as u64;
+        let pair = Self::packed_pair(pair_key(left, right));
         let line = &self.lines[Self::line_of(pair, self.shift)].0;
         let mut found = 0;
         for &slot in line {
@@ -235,7 +232,7 @@ impl PairTable {
     }
 
     /// `left << 21 | right` of a pair of ids below `1 << PACKED_BITS`: a packed slot's top
-    /// bits. (The empty slot's, `u64::MAX >> 21`, is no such pair: its left would be 22 bits.)
+    /// bits. (The empty slot's, [`EMPTY_PACKED`]'s, is no packed pair: its left is `PACKED_ID`.)
     #[inline(always)]
     fn packed_pair(key: u64) -> u64 {
         (key >> 32) << PACKED_BITS | (key & 0xFFFF_FFFF)
@@ -296,7 +293,7 @@ impl PairTable {
     #[inline(always)]
     pub(crate) fn prefetch(&self, left: u32, right: u32) {
         if !self.lines.is_empty() {
-            let pair = (left as u64) << PACKED_BITS | right as u64;
+            let pair = Self::packed_pair(pair_key(left, right));
             return crate::models::prefetch::prefetch(&self.lines[Self::line_of(pair, self.shift)]);
         }
         if (left | right) < 256 {
