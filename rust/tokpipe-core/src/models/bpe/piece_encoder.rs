@@ -300,8 +300,7 @@ impl Merging {
             self.next[i] = if i + 1 == n { NO_PLACE } else { (i + 1) as u8 };
         }
         for i in 0..n - 1 {
-            let (priority, merged) = pair(merges, self.syms[i], self.syms[i + 1]);
-            (self.prio[i], self.merged[i]) = (pair_key_at(priority, i), merged);
+            self.read_wide_pair(merges, i, i + 1);
         }
         let blocks = (n - 1).div_ceil(KEY_BLOCK);
         self.prio[n - 1..blocks * KEY_BLOCK].fill(NO_KEY);
@@ -319,14 +318,11 @@ impl Merging {
         if at != usize::MAX {
             let next = self.next[at];
             if next != NO_PLACE {
-                let (priority, merged) = pair(merges, self.syms[at], self.syms[next as usize]);
-                (self.prio[at], self.merged[at]) = (pair_key_at(priority, at), merged);
+                self.read_wide_pair(merges, at, next as usize);
             }
             let prev = self.prev[at];
             if prev != NO_PLACE {
-                let prev = prev as usize;
-                let (priority, merged) = pair(merges, self.syms[prev], self.syms[at]);
-                (self.prio[prev], self.merged[prev]) = (pair_key_at(priority, prev), merged);
+                self.read_wide_pair(merges, prev as usize, at);
             }
         }
         let low = lowest_key(&self.prio, (self.places - 1).div_ceil(KEY_BLOCK));
@@ -355,6 +351,14 @@ impl Merging {
         false
     }
 
+    /// Reads the pair of a wide piece's symbols at places `left` and `right` (its neighbour)
+    /// into `left`'s key and result.
+    #[inline(always)]
+    fn read_wide_pair(&mut self, merges: &PairTable, left: usize, right: usize) {
+        let (priority, merged) = pair(merges, self.syms[left], self.syms[right]);
+        (self.prio[left], self.merged[left]) = (pair_key_at(priority, left), merged);
+    }
+
     /// Moves a wide piece's living symbols to the front, in order (the first place always
     /// lives: a merge keeps its left symbol's place).
     fn close_wide(&mut self) {
@@ -371,6 +375,7 @@ impl Merging {
         self.n = n;
         self.wide = false;
     }
+
     /// Records ids found in the cache (`NONE` past the last), as the merge loop's result.
     fn set_ids(&mut self, ids: &[u32; MAX_IDS]) {
         let n = id_count(ids);
@@ -745,6 +750,9 @@ fn baseline_forced() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::bpe::piece_cache::tests::{openai_tokenizers, uncached};
+    use crate::pre_tokenizers::scanners::tests::Rng;
+    use crate::tokenizer::AllowedSpecial;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     pub(super) static BASELINE: AtomicBool = AtomicBool::new(false);
@@ -757,9 +765,6 @@ mod tests {
         blocks_of_first_sights_merged_side_by_side_equal_the_one_piece_loop();
         BASELINE.store(false, Ordering::Relaxed);
     }
-    use crate::models::bpe::piece_cache::tests::{openai_tokenizers, uncached};
-    use crate::pre_tokenizers::scanners::tests::Rng;
-    use crate::tokenizer::AllowedSpecial;
 
     /// A word of `len` letters from a few consonants and vowels: mostly no token, so a miss
     /// runs the merge loop.
